@@ -1,0 +1,603 @@
+package raftstore
+
+import (
+	"maps"
+	"time"
+
+	iradix "github.com/hashicorp/go-immutable-radix/v2"
+
+	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
+)
+
+// Limits enforced when commands are applied. They are part of the
+// replicated behaviour: every member must use the same values.
+const (
+	// MaxBagSize bounds the total bytes of keys and values of one bag
+	// (Juju's relation settings limit).
+	MaxBagSize = 16 << 20
+	// MaxCharmStateKey, MaxCharmStateValue and MaxCharmStateSize bound a
+	// unit's charm state.
+	MaxCharmStateKey   = 256
+	MaxCharmStateValue = 64 << 10
+	MaxCharmStateSize  = 2 << 20
+	// MaxLeaderSettingsSize bounds the leader settings.
+	MaxLeaderSettingsSize = 16 << 20
+	// MaxCursorSize bounds an event-delivery cursor.
+	MaxCursorSize = 1 << 20
+	// RequestIDTTL is how long an applied request id is remembered. A retry
+	// arriving later than this is applied again.
+	RequestIDTTL = 10 * time.Minute
+)
+
+// txn builds the next State from the current one. Tables are copied on
+// first write only; if any op fails the txn is dropped and the current
+// State stays as it was, which is what makes a command all-or-none.
+type txn struct {
+	base  *State
+	index uint64
+	now   time.Time
+
+	meta      *meta
+	relations *iradix.Txn[*Relation]
+	bags      *iradix.Txn[*Bag]
+	units     *iradix.Txn[*Unit]
+	charm     *iradix.Txn[Settings]
+	cursors   *iradix.Txn[[]byte]
+}
+
+func newTxn(base *State, index uint64, now time.Time) *txn {
+	return &txn{base: base, index: index, now: now}
+}
+
+func (t *txn) m() *meta {
+	if t.meta == nil {
+		c := *t.base.meta
+		t.meta = &c
+	}
+	return t.meta
+}
+
+func (t *txn) readMeta() *meta {
+	if t.meta != nil {
+		return t.meta
+	}
+	return t.base.meta
+}
+
+func (t *txn) rel() *iradix.Txn[*Relation] {
+	if t.relations == nil {
+		t.relations = t.base.relations.Txn()
+	}
+	return t.relations
+}
+
+func (t *txn) bag() *iradix.Txn[*Bag] {
+	if t.bags == nil {
+		t.bags = t.base.bags.Txn()
+	}
+	return t.bags
+}
+
+func (t *txn) unit() *iradix.Txn[*Unit] {
+	if t.units == nil {
+		t.units = t.base.units.Txn()
+	}
+	return t.units
+}
+
+func (t *txn) charmTxn() *iradix.Txn[Settings] {
+	if t.charm == nil {
+		t.charm = t.base.charm.Txn()
+	}
+	return t.charm
+}
+
+func (t *txn) cursorTxn() *iradix.Txn[[]byte] {
+	if t.cursors == nil {
+		t.cursors = t.base.cursors.Txn()
+	}
+	return t.cursors
+}
+
+// getRelation, getUnit and getBag read through the txn so later ops of a
+// command see the effects of earlier ones.
+func (t *txn) getRelation(id int64) (*Relation, bool) {
+	if t.relations != nil {
+		return t.relations.Get(relKey(id))
+	}
+	return t.base.relations.Get(relKey(id))
+}
+
+func (t *txn) getUnit(n int64) (*Unit, bool) {
+	if t.units != nil {
+		return t.units.Get(numKey(n))
+	}
+	return t.base.units.Get(numKey(n))
+}
+
+func (t *txn) getBag(relationID int64, owner string) (*Bag, bool) {
+	if t.bags != nil {
+		return t.bags.Get(bagKey(relationID, owner))
+	}
+	return t.base.bags.Get(bagKey(relationID, owner))
+}
+
+func (t *txn) relationRoot() *iradix.Node[*Relation] {
+	if t.relations != nil {
+		return t.relations.Root()
+	}
+	return t.base.relations.Root()
+}
+
+func (t *txn) unitRoot() *iradix.Node[*Unit] {
+	if t.units != nil {
+		return t.units.Root()
+	}
+	return t.base.units.Root()
+}
+
+// commit returns the new State. Requests are handled by the caller.
+func (t *txn) commit() *State {
+	s := *t.base
+	s.index = t.index
+	if t.meta != nil {
+		s.meta = t.meta
+	}
+	if t.relations != nil {
+		s.relations = t.relations.CommitOnly()
+	}
+	if t.bags != nil {
+		s.bags = t.bags.CommitOnly()
+	}
+	if t.units != nil {
+		s.units = t.units.CommitOnly()
+	}
+	if t.charm != nil {
+		s.charm = t.charm.CommitOnly()
+	}
+	if t.cursors != nil {
+		s.cursors = t.cursors.CommitOnly()
+	}
+	return &s
+}
+
+// applyOp applies one op inside the txn.
+func (t *txn) applyOp(op *storepb.Op) (*storepb.OpResult, *CommandError) {
+	if _, ok := op.GetOp().(*storepb.Op_InitCluster); !ok && t.readMeta().app == "" {
+		return nil, opErr(storepb.ErrorCode_INVALID, "the cluster has not been initialised yet")
+	}
+	switch o := op.GetOp().(type) {
+	case *storepb.Op_InitCluster:
+		return t.initCluster(o.InitCluster)
+	case *storepb.Op_EnsureRelation:
+		return t.ensureRelation(o.EnsureRelation)
+	case *storepb.Op_RemoveRelation:
+		return t.removeRelation(o.RemoveRelation)
+	case *storepb.Op_UpdateBag:
+		return t.updateBag(o.UpdateBag)
+	case *storepb.Op_CheckBag:
+		return t.checkBag(o.CheckBag)
+	case *storepb.Op_ClaimUnit:
+		return t.claimUnit(o.ClaimUnit)
+	case *storepb.Op_ReleaseUnit:
+		return t.releaseUnit(o.ReleaseUnit)
+	case *storepb.Op_RemoveUnit:
+		return t.removeUnit(o.RemoveUnit)
+	case *storepb.Op_UpdateCharmState:
+		return t.updateCharmState(o.UpdateCharmState)
+	case *storepb.Op_UpdateLeaderSettings:
+		return t.updateLeaderSettings(o.UpdateLeaderSettings)
+	case *storepb.Op_ClaimLease:
+		return t.claimLease(o.ClaimLease)
+	case *storepb.Op_CheckLease:
+		return t.checkLease(o.CheckLease)
+	case *storepb.Op_SetCursor:
+		return t.setCursor(o.SetCursor)
+	}
+	return nil, opErr(storepb.ErrorCode_UNSUPPORTED, "unknown operation (written by a newer bagkeeper?)")
+}
+
+func (t *txn) initCluster(o *storepb.InitCluster) (*storepb.OpResult, *CommandError) {
+	if !ValidAppName(o.GetApp()) {
+		return nil, opErr(storepb.ErrorCode_INVALID, "invalid application name %q", o.GetApp())
+	}
+	m := t.readMeta()
+	if m.app != "" {
+		if m.app == o.GetApp() {
+			return &storepb.OpResult{}, nil
+		}
+		return nil, opErr(storepb.ErrorCode_CONFLICT, "cluster already serves application %q, not %q", m.app, o.GetApp())
+	}
+	mm := t.m()
+	mm.app = o.GetApp()
+	mm.clusterID = o.GetClusterId()
+	return &storepb.OpResult{}, nil
+}
+
+func (t *txn) ensureRelation(o *storepb.EnsureRelation) (*storepb.OpResult, *CommandError) {
+	if !ValidEndpointName(o.GetEndpoint()) {
+		return nil, opErr(storepb.ErrorCode_INVALID, "invalid endpoint name %q", o.GetEndpoint())
+	}
+	if o.GetPeer() {
+		if o.GetRemoteApp() != "" || o.GetRemoteEndpoint() != "" {
+			return nil, opErr(storepb.ErrorCode_INVALID, "a peer relation has no remote application")
+		}
+	} else {
+		if !ValidAppName(o.GetRemoteApp()) {
+			return nil, opErr(storepb.ErrorCode_INVALID, "invalid remote application name %q", o.GetRemoteApp())
+		}
+		if !ValidEndpointName(o.GetRemoteEndpoint()) {
+			return nil, opErr(storepb.ErrorCode_INVALID, "invalid remote endpoint name %q", o.GetRemoteEndpoint())
+		}
+		if o.GetRemoteApp() == t.readMeta().app {
+			return nil, opErr(storepb.ErrorCode_INVALID, "a relation to the application itself must be a peer relation")
+		}
+	}
+	it := t.relationRoot().Iterator()
+	for _, r, ok := it.Next(); ok; _, r, ok = it.Next() {
+		if r.Endpoint == o.GetEndpoint() && r.RemoteApp == o.GetRemoteApp() && r.RemoteEndpoint == o.GetRemoteEndpoint() {
+			if r.Peer != o.GetPeer() || r.Interface != o.GetInterface() {
+				return nil, opErr(storepb.ErrorCode_CONFLICT, "relation %s exists with another interface or kind", r.Key())
+			}
+			return &storepb.OpResult{RelationId: r.ID}, nil
+		}
+	}
+	m := t.m()
+	r := &Relation{
+		ID:             m.nextRelation,
+		Endpoint:       o.GetEndpoint(),
+		Interface:      o.GetInterface(),
+		Peer:           o.GetPeer(),
+		RemoteApp:      o.GetRemoteApp(),
+		RemoteEndpoint: o.GetRemoteEndpoint(),
+		Created:        t.now,
+	}
+	m.nextRelation++
+	t.rel().Insert(relKey(r.ID), r)
+	return &storepb.OpResult{RelationId: r.ID}, nil
+}
+
+func (t *txn) removeRelation(o *storepb.RemoveRelation) (*storepb.OpResult, *CommandError) {
+	if _, ok := t.getRelation(o.GetRelationId()); !ok {
+		return nil, opErr(storepb.ErrorCode_NOT_FOUND, "relation %d not found", o.GetRelationId())
+	}
+	t.rel().Delete(relKey(o.GetRelationId()))
+	t.bag().DeletePrefix(relKey(o.GetRelationId()))
+	return &storepb.OpResult{RelationId: o.GetRelationId()}, nil
+}
+
+// checkBagOwner validates who may own a bag in a relation.
+func (t *txn) checkBagOwner(r *Relation, owner string) *CommandError {
+	app := t.readMeta().app
+	if uapp, n, ok := ParseUnitName(owner); ok {
+		if uapp == app {
+			u, ok := t.getUnit(n)
+			if !ok || u.State == UnitRemoved {
+				return opErr(storepb.ErrorCode_NOT_FOUND, "unit %s does not exist", owner)
+			}
+			return nil
+		}
+		if !r.Peer && uapp == r.RemoteApp {
+			return nil
+		}
+		return opErr(storepb.ErrorCode_INVALID, "unit %s is not part of relation %s", owner, r.Key())
+	}
+	if owner == app || (!r.Peer && owner == r.RemoteApp) {
+		return nil
+	}
+	return opErr(storepb.ErrorCode_INVALID, "%q is neither a unit nor an application of relation %s", owner, r.Key())
+}
+
+func (t *txn) updateBag(o *storepb.UpdateBag) (*storepb.OpResult, *CommandError) {
+	r, ok := t.getRelation(o.GetRelationId())
+	if !ok {
+		return nil, opErr(storepb.ErrorCode_NOT_FOUND, "relation %d not found", o.GetRelationId())
+	}
+	if err := t.checkBagOwner(r, o.GetOwner()); err != nil {
+		return nil, err
+	}
+	old, _ := t.getBag(r.ID, o.GetOwner())
+	var data Settings
+	if old != nil {
+		data = old.Data
+	}
+	next, changed, err := mergeSettings(data, o.GetSet(), o.GetDelete())
+	if err != nil {
+		return nil, err
+	}
+	if size(next) > MaxBagSize {
+		return nil, opErr(storepb.ErrorCode_TOO_LARGE, "relation data for %s in %s would be %d bytes, over the %d byte limit", o.GetOwner(), r.Key(), size(next), MaxBagSize)
+	}
+	if !changed {
+		return &storepb.OpResult{}, nil
+	}
+	b := &Bag{RelationID: r.ID, Owner: o.GetOwner(), Data: next, ModifiedIndex: t.index, Revision: 1}
+	if old != nil {
+		b.Revision = old.Revision + 1
+	}
+	t.bag().Insert(bagKey(r.ID, o.GetOwner()), b)
+	return &storepb.OpResult{}, nil
+}
+
+func (t *txn) checkBag(o *storepb.CheckBag) (*storepb.OpResult, *CommandError) {
+	var rev uint64
+	if b, ok := t.getBag(o.GetRelationId(), o.GetOwner()); ok {
+		rev = b.Revision
+	}
+	if rev != o.GetRevision() {
+		return nil, opErr(storepb.ErrorCode_CONFLICT, "bag of %s in relation %d is at revision %d, expected %d", o.GetOwner(), o.GetRelationId(), rev, o.GetRevision())
+	}
+	return &storepb.OpResult{}, nil
+}
+
+func (t *txn) claimUnit(o *storepb.ClaimUnit) (*storepb.OpResult, *CommandError) {
+	if o.GetMemberId() == "" || o.GetPod() == "" {
+		return nil, opErr(storepb.ErrorCode_INVALID, "a unit claim needs a member id and a pod name")
+	}
+	if o.GetOrdinal() >= 0 {
+		return t.claimNumber(o, o.GetOrdinal())
+	}
+	// Without an ordinal: the member's own unit, then one held by an
+	// earlier incarnation of the same pod, then the unit released longest
+	// ago, then a new number.
+	var samePod, oldest *Unit
+	it := t.unitRoot().Iterator()
+	for _, u, ok := it.Next(); ok; _, u, ok = it.Next() {
+		switch {
+		case u.State == UnitRemoved:
+		case u.State == UnitActive && u.Member == o.GetMemberId():
+			return &storepb.OpResult{Unit: u.Name}, nil
+		case u.Pod == o.GetPod():
+			if samePod == nil || (u.State == UnitActive && samePod.State != UnitActive) {
+				samePod = u
+			}
+		case u.State == UnitReleased:
+			if oldest == nil || u.Released.Before(oldest.Released) {
+				oldest = u
+			}
+		}
+	}
+	switch {
+	case samePod != nil:
+		return t.claimNumber(o, samePod.Number)
+	case oldest != nil:
+		return t.claimNumber(o, oldest.Number)
+	}
+	return t.claimNumber(o, t.readMeta().nextUnit)
+}
+
+// claimNumber makes unit n active and held by the claiming member,
+// creating it or bringing a removed unit back with no data.
+func (t *txn) claimNumber(o *storepb.ClaimUnit, n int64) (*storepb.OpResult, *CommandError) {
+	app := t.readMeta().app
+	name := UnitName(app, n)
+	old, exists := t.getUnit(n)
+	if exists && old.State == UnitActive && old.Member == o.GetMemberId() && old.Pod == o.GetPod() {
+		return &storepb.OpResult{Unit: name}, nil
+	}
+	u := &Unit{Name: name, Number: n, State: UnitActive, Member: o.GetMemberId(), Pod: o.GetPod(), Created: t.now, Claimed: t.now}
+	if exists && old.State != UnitRemoved {
+		u.Created = old.Created
+	} else if exists {
+		// A removed unit comes back (a StatefulSet scaled up again): it starts
+		// with none of its previous data.
+		t.forgetUnitData(name)
+	}
+	t.unit().Insert(numKey(n), u)
+	if m := t.readMeta(); n >= m.nextUnit {
+		t.m().nextUnit = n + 1
+	}
+	return &storepb.OpResult{Unit: name}, nil
+}
+
+// forgetUnitData deletes a unit's bags, charm state and cursor.
+func (t *txn) forgetUnitData(name string) {
+	it := t.relationRoot().Iterator()
+	for _, r, ok := it.Next(); ok; _, r, ok = it.Next() {
+		if _, ok := t.getBag(r.ID, name); ok {
+			t.bag().Delete(bagKey(r.ID, name))
+		}
+	}
+	t.charmTxn().Delete([]byte(name))
+	t.cursorTxn().Delete([]byte(name))
+}
+
+func (t *txn) lookupUnit(name string) (*Unit, *CommandError) {
+	app, n, ok := ParseUnitName(name)
+	if !ok || app != t.readMeta().app {
+		return nil, opErr(storepb.ErrorCode_INVALID, "invalid unit name %q for application %q", name, t.readMeta().app)
+	}
+	u, ok := t.getUnit(n)
+	if !ok {
+		return nil, opErr(storepb.ErrorCode_NOT_FOUND, "unit %s does not exist", name)
+	}
+	return u, nil
+}
+
+func (t *txn) liveUnit(name string) (*Unit, *CommandError) {
+	u, err := t.lookupUnit(name)
+	if err != nil {
+		return nil, err
+	}
+	if u.State == UnitRemoved {
+		return nil, opErr(storepb.ErrorCode_NOT_FOUND, "unit %s was removed", name)
+	}
+	return u, nil
+}
+
+func (t *txn) releaseUnit(o *storepb.ReleaseUnit) (*storepb.OpResult, *CommandError) {
+	u, err := t.liveUnit(o.GetUnit())
+	if err != nil {
+		return nil, err
+	}
+	if o.GetExpectMember() != "" && u.Member != o.GetExpectMember() {
+		return nil, opErr(storepb.ErrorCode_CONFLICT, "unit %s is held by %s, not %s", u.Name, u.Member, o.GetExpectMember())
+	}
+	if u.State == UnitReleased {
+		return &storepb.OpResult{Unit: u.Name}, nil
+	}
+	c := *u
+	c.State = UnitReleased
+	c.Released = t.now
+	c.Reason = o.GetReason()
+	t.unit().Insert(numKey(u.Number), &c)
+	return &storepb.OpResult{Unit: u.Name}, nil
+}
+
+func (t *txn) removeUnit(o *storepb.RemoveUnit) (*storepb.OpResult, *CommandError) {
+	u, err := t.lookupUnit(o.GetUnit())
+	if err != nil {
+		return nil, err
+	}
+	if u.State == UnitRemoved {
+		return &storepb.OpResult{Unit: u.Name}, nil
+	}
+	if before := o.GetOnlyReleasedBeforeUnixNano(); before != 0 {
+		if u.State != UnitReleased || unixNano(u.Released) > before {
+			return nil, opErr(storepb.ErrorCode_CONFLICT, "unit %s is %s (released %s), not released since before %s", u.Name, u.State, u.Released.Format(time.RFC3339), fromUnixNano(before).Format(time.RFC3339))
+		}
+	}
+	c := *u
+	c.State = UnitRemoved
+	c.Removed = t.now
+	c.Reason = o.GetReason()
+	t.unit().Insert(numKey(u.Number), &c)
+	// Relation bags stay readable while their relation exists (as in Juju);
+	// charm state and the cursor go with the unit.
+	t.charmTxn().Delete([]byte(u.Name))
+	t.cursorTxn().Delete([]byte(u.Name))
+	if t.readMeta().lease.Unit == u.Name {
+		t.m().lease = Lease{Epoch: t.readMeta().lease.Epoch}
+	}
+	return &storepb.OpResult{Unit: u.Name}, nil
+}
+
+func (t *txn) updateCharmState(o *storepb.UpdateCharmState) (*storepb.OpResult, *CommandError) {
+	if _, err := t.liveUnit(o.GetUnit()); err != nil {
+		return nil, err
+	}
+	for k, v := range o.GetSet() {
+		if len(k) > MaxCharmStateKey {
+			return nil, opErr(storepb.ErrorCode_TOO_LARGE, "charm state key %.40q... is %d bytes, over the %d byte limit", k, len(k), MaxCharmStateKey)
+		}
+		if len(v) > MaxCharmStateValue {
+			return nil, opErr(storepb.ErrorCode_TOO_LARGE, "charm state value of %q is %d bytes, over the %d byte limit", k, len(v), MaxCharmStateValue)
+		}
+	}
+	cur, _ := t.charmTxn().Get([]byte(o.GetUnit()))
+	next, changed, err := mergeSettings(cur, o.GetSet(), o.GetDelete())
+	if err != nil {
+		return nil, err
+	}
+	if size(next) > MaxCharmStateSize {
+		return nil, opErr(storepb.ErrorCode_TOO_LARGE, "charm state of %s would be %d bytes, over the %d byte limit", o.GetUnit(), size(next), MaxCharmStateSize)
+	}
+	if changed {
+		t.charmTxn().Insert([]byte(o.GetUnit()), next)
+	}
+	return &storepb.OpResult{}, nil
+}
+
+func (t *txn) updateLeaderSettings(o *storepb.UpdateLeaderSettings) (*storepb.OpResult, *CommandError) {
+	m := t.readMeta()
+	next, changed, err := mergeSettings(m.leader, o.GetSet(), o.GetDelete())
+	if err != nil {
+		return nil, err
+	}
+	if size(next) > MaxLeaderSettingsSize {
+		return nil, opErr(storepb.ErrorCode_TOO_LARGE, "leader settings would be %d bytes, over the %d byte limit", size(next), MaxLeaderSettingsSize)
+	}
+	if changed {
+		mm := t.m()
+		mm.leader = next
+		mm.leaderRev++
+	}
+	return &storepb.OpResult{}, nil
+}
+
+func (t *txn) claimLease(o *storepb.ClaimLease) (*storepb.OpResult, *CommandError) {
+	u, err := t.liveUnit(o.GetUnit())
+	if err != nil {
+		return nil, err
+	}
+	if u.State != UnitActive {
+		return nil, opErr(storepb.ErrorCode_CONFLICT, "unit %s is %s and cannot lead", u.Name, u.State)
+	}
+	if o.GetDurationNanos() <= 0 {
+		return nil, opErr(storepb.ErrorCode_INVALID, "lease duration must be positive")
+	}
+	cur := t.readMeta().lease
+	if cur.Unit != "" && cur.Unit != u.Name && t.now.Before(cur.Expires) {
+		return nil, opErr(storepb.ErrorCode_NOT_LEADER, "leadership is held by %s until %s", cur.Unit, cur.Expires.Format(time.RFC3339Nano))
+	}
+	next := Lease{Unit: u.Name, Member: o.GetMemberId(), Acquired: cur.Acquired, Expires: t.now.Add(time.Duration(o.GetDurationNanos())), Epoch: cur.Epoch}
+	if cur.Unit != u.Name || !t.now.Before(cur.Expires) {
+		next.Acquired = t.now
+		next.Epoch = cur.Epoch + 1
+	}
+	t.m().lease = next
+	return &storepb.OpResult{Unit: u.Name}, nil
+}
+
+func (t *txn) checkLease(o *storepb.CheckLease) (*storepb.OpResult, *CommandError) {
+	if !t.readMeta().lease.HeldBy(o.GetUnit(), t.now) {
+		return nil, opErr(storepb.ErrorCode_NOT_LEADER, "%s does not hold the leadership lease", o.GetUnit())
+	}
+	return &storepb.OpResult{}, nil
+}
+
+func (t *txn) setCursor(o *storepb.SetCursor) (*storepb.OpResult, *CommandError) {
+	if _, err := t.liveUnit(o.GetUnit()); err != nil {
+		return nil, err
+	}
+	if len(o.GetCursor()) > MaxCursorSize {
+		return nil, opErr(storepb.ErrorCode_TOO_LARGE, "cursor of %d bytes is over the %d byte limit", len(o.GetCursor()), MaxCursorSize)
+	}
+	t.cursorTxn().Insert([]byte(o.GetUnit()), append([]byte(nil), o.GetCursor()...))
+	return &storepb.OpResult{}, nil
+}
+
+// mergeSettings returns cur with set applied and then del removed, and
+// whether that differs from cur. cur is not modified.
+func mergeSettings(cur Settings, set map[string]string, del []string) (Settings, bool, *CommandError) {
+	for _, k := range del {
+		if _, ok := set[k]; ok {
+			return nil, false, opErr(storepb.ErrorCode_INVALID, "key %q is both set and deleted", k)
+		}
+		if k == "" {
+			return nil, false, opErr(storepb.ErrorCode_INVALID, "empty key")
+		}
+	}
+	changed := false
+	for k, v := range set {
+		if k == "" {
+			return nil, false, opErr(storepb.ErrorCode_INVALID, "empty key")
+		}
+		if old, ok := cur[k]; !ok || old != v {
+			changed = true
+		}
+	}
+	for _, k := range del {
+		if _, ok := cur[k]; ok {
+			changed = true
+		}
+	}
+	if !changed {
+		return cur, false, nil
+	}
+	next := make(Settings, len(cur)+len(set))
+	maps.Copy(next, cur)
+	maps.Copy(next, set)
+	for _, k := range del {
+		delete(next, k)
+	}
+	return next, true, nil
+}
+
+func size(s Settings) int {
+	n := 0
+	for k, v := range s {
+		n += len(k) + len(v)
+	}
+	return n
+}

@@ -1,0 +1,89 @@
+package raftstore
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+
+	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
+)
+
+// NewCommand wraps ops into a command with a fresh request id. The leader
+// stamps the time when it proposes the command.
+func NewCommand(ops ...*storepb.Op) *storepb.Command {
+	return &storepb.Command{Version: CommandVersion, RequestId: NewRequestID(), Ops: ops}
+}
+
+// NewRequestID returns a random request id.
+func NewRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// The functions below build one Op each.
+
+// InitClusterOp names the application of a new cluster.
+func InitClusterOp(app, clusterID string) *storepb.Op {
+	return &storepb.Op{Op: &storepb.Op_InitCluster{InitCluster: &storepb.InitCluster{App: app, ClusterId: clusterID}}}
+}
+
+// EnsureRelationOp creates a relation unless it exists.
+func EnsureRelationOp(endpoint, iface string, peer bool, remoteApp, remoteEndpoint string) *storepb.Op {
+	return &storepb.Op{Op: &storepb.Op_EnsureRelation{EnsureRelation: &storepb.EnsureRelation{Endpoint: endpoint, Interface: iface, Peer: peer, RemoteApp: remoteApp, RemoteEndpoint: remoteEndpoint}}}
+}
+
+// RemoveRelationOp deletes a relation and its bags.
+func RemoveRelationOp(id int64) *storepb.Op {
+	return &storepb.Op{Op: &storepb.Op_RemoveRelation{RemoveRelation: &storepb.RemoveRelation{RelationId: id}}}
+}
+
+// UpdateBagOp sets and deletes keys of one bag.
+func UpdateBagOp(relationID int64, owner string, set map[string]string, del ...string) *storepb.Op {
+	return &storepb.Op{Op: &storepb.Op_UpdateBag{UpdateBag: &storepb.UpdateBag{RelationId: relationID, Owner: owner, Set: set, Delete: del}}}
+}
+
+// CheckBagOp requires a bag to be at a revision.
+func CheckBagOp(relationID int64, owner string, revision uint64) *storepb.Op {
+	return &storepb.Op{Op: &storepb.Op_CheckBag{CheckBag: &storepb.CheckBag{RelationId: relationID, Owner: owner, Revision: revision}}}
+}
+
+// ClaimUnitOp claims a unit for a member; ordinal < 0 means "any".
+func ClaimUnitOp(member, pod string, ordinal int64) *storepb.Op {
+	return &storepb.Op{Op: &storepb.Op_ClaimUnit{ClaimUnit: &storepb.ClaimUnit{MemberId: member, Pod: pod, Ordinal: ordinal}}}
+}
+
+// ReleaseUnitOp releases a unit; expectMember, if set, must hold it.
+func ReleaseUnitOp(unit, expectMember, reason string) *storepb.Op {
+	return &storepb.Op{Op: &storepb.Op_ReleaseUnit{ReleaseUnit: &storepb.ReleaseUnit{Unit: unit, ExpectMember: expectMember, Reason: reason}}}
+}
+
+// RemoveUnitOp removes a unit; releasedBefore, if non-zero (unix
+// nanoseconds), requires it to have been released since then.
+func RemoveUnitOp(unit string, releasedBefore int64, reason string) *storepb.Op {
+	return &storepb.Op{Op: &storepb.Op_RemoveUnit{RemoveUnit: &storepb.RemoveUnit{Unit: unit, OnlyReleasedBeforeUnixNano: releasedBefore, Reason: reason}}}
+}
+
+// UpdateCharmStateOp sets and deletes keys of a unit's charm state.
+func UpdateCharmStateOp(unit string, set map[string]string, del ...string) *storepb.Op {
+	return &storepb.Op{Op: &storepb.Op_UpdateCharmState{UpdateCharmState: &storepb.UpdateCharmState{Unit: unit, Set: set, Delete: del}}}
+}
+
+// UpdateLeaderSettingsOp sets and deletes leader settings.
+func UpdateLeaderSettingsOp(set map[string]string, del ...string) *storepb.Op {
+	return &storepb.Op{Op: &storepb.Op_UpdateLeaderSettings{UpdateLeaderSettings: &storepb.UpdateLeaderSettings{Set: set, Delete: del}}}
+}
+
+// ClaimLeaseOp takes or renews the leadership lease.
+func ClaimLeaseOp(unit, member string, durationNanos int64) *storepb.Op {
+	return &storepb.Op{Op: &storepb.Op_ClaimLease{ClaimLease: &storepb.ClaimLease{Unit: unit, MemberId: member, DurationNanos: durationNanos}}}
+}
+
+// CheckLeaseOp requires unit to hold the leadership lease.
+func CheckLeaseOp(unit string) *storepb.Op {
+	return &storepb.Op{Op: &storepb.Op_CheckLease{CheckLease: &storepb.CheckLease{Unit: unit}}}
+}
+
+// SetCursorOp stores a unit's event-delivery cursor.
+func SetCursorOp(unit string, cursor []byte) *storepb.Op {
+	return &storepb.Op{Op: &storepb.Op_SetCursor{SetCursor: &storepb.SetCursor{Unit: unit, Cursor: cursor}}}
+}

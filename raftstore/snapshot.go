@@ -1,0 +1,207 @@
+package raftstore
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+
+	iradix "github.com/hashicorp/go-immutable-radix/v2"
+	"google.golang.org/protobuf/encoding/protodelim"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
+)
+
+// SnapshotVersion is the snapshot format this build writes and reads.
+const SnapshotVersion = 1
+
+// maxSnapshotRecord bounds one record; the biggest is a full bag.
+const maxSnapshotRecord = MaxBagSize + 1<<20
+
+// WriteSnapshot streams s to w as length-delimited SnapshotRecord messages:
+// a header, one record per relation, bag, unit, charm state, cursor and
+// remembered request, and an end record carrying the count, so a truncated
+// snapshot is detected on restore. Memory use is one record at a time.
+func WriteSnapshot(w io.Writer, s *State) error {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	var n uint64
+	put := func(r *storepb.SnapshotRecord) error {
+		n++
+		_, err := protodelim.MarshalTo(bw, r)
+		return err
+	}
+	m := s.meta
+	hdr := &storepb.SnapshotHeader{
+		Version:                SnapshotVersion,
+		App:                    m.app,
+		ClusterId:              m.clusterID,
+		NextUnit:               m.nextUnit,
+		NextRelation:           m.nextRelation,
+		LeaderSettings:         m.leader,
+		LeaderSettingsRevision: m.leaderRev,
+		Lease:                  leaseToPB(m.lease),
+		Index:                  s.index,
+	}
+	if err := put(&storepb.SnapshotRecord{Record: &storepb.SnapshotRecord_Header{Header: hdr}}); err != nil {
+		return err
+	}
+	for _, r := range s.Relations() {
+		rec := &storepb.RelationRecord{Id: r.ID, Endpoint: r.Endpoint, Interface: r.Interface, Peer: r.Peer, RemoteApp: r.RemoteApp, RemoteEndpoint: r.RemoteEndpoint, CreatedUnixNano: unixNano(r.Created)}
+		if err := put(&storepb.SnapshotRecord{Record: &storepb.SnapshotRecord_Relation{Relation: rec}}); err != nil {
+			return err
+		}
+	}
+	var err error
+	walk(s.bags, func(_ []byte, b *Bag) bool {
+		rec := &storepb.BagRecord{RelationId: b.RelationID, Owner: b.Owner, Data: b.Data, Revision: b.Revision, ModifiedIndex: b.ModifiedIndex}
+		err = put(&storepb.SnapshotRecord{Record: &storepb.SnapshotRecord_Bag{Bag: rec}})
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, u := range s.Units() {
+		if err := put(&storepb.SnapshotRecord{Record: &storepb.SnapshotRecord_Unit{Unit: unitToPB(u)}}); err != nil {
+			return err
+		}
+	}
+	walk(s.charm, func(k []byte, v Settings) bool {
+		err = put(&storepb.SnapshotRecord{Record: &storepb.SnapshotRecord_CharmState{CharmState: &storepb.CharmStateRecord{Unit: string(k), Data: v}}})
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+	walk(s.cursors, func(k []byte, v []byte) bool {
+		err = put(&storepb.SnapshotRecord{Record: &storepb.SnapshotRecord_Cursor{Cursor: &storepb.CursorRecord{Unit: string(k), Cursor: v}}})
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+	walk(s.requests, func(k []byte, v *requestEntry) bool {
+		var res storepb.Result
+		if uerr := proto.Unmarshal(v.result, &res); uerr != nil {
+			err = uerr
+			return false
+		}
+		err = put(&storepb.SnapshotRecord{Record: &storepb.SnapshotRecord_Request{Request: &storepb.RequestRecord{Id: string(k), TimeUnixNano: v.time, Result: &res}}})
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := put(&storepb.SnapshotRecord{Record: &storepb.SnapshotRecord_End{End: &storepb.SnapshotEnd{Records: n + 1}}}); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// ReadSnapshot reads a stream written by WriteSnapshot into a new State.
+func ReadSnapshot(r io.Reader) (*State, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	opts := protodelim.UnmarshalOptions{MaxSize: maxSnapshotRecord}
+	s := newState()
+	rel, bags, units := s.relations.Txn(), s.bags.Txn(), s.units.Txn()
+	charm, cursors, reqs, byTime := s.charm.Txn(), s.cursors.Txn(), s.requests.Txn(), s.reqByTime.Txn()
+	var n uint64
+	sawHeader := false
+	for {
+		var rec storepb.SnapshotRecord
+		if err := opts.UnmarshalFrom(br, &rec); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil, fmt.Errorf("snapshot ends after %d records without its end record (truncated?)", n)
+			}
+			return nil, fmt.Errorf("snapshot record %d: %w", n+1, err)
+		}
+		n++
+		if !sawHeader {
+			h := rec.GetHeader()
+			if h == nil {
+				return nil, errors.New("snapshot does not start with a header")
+			}
+			if h.GetVersion() != SnapshotVersion {
+				return nil, fmt.Errorf("snapshot format version %d is not supported by this bagkeeper (it reads version %d)", h.GetVersion(), SnapshotVersion)
+			}
+			s.index = h.GetIndex()
+			s.meta = &meta{
+				app: h.GetApp(), clusterID: h.GetClusterId(),
+				nextUnit: h.GetNextUnit(), nextRelation: h.GetNextRelation(),
+				leader: h.GetLeaderSettings(), leaderRev: h.GetLeaderSettingsRevision(),
+				lease: leaseFromPB(h.GetLease()),
+			}
+			sawHeader = true
+			continue
+		}
+		switch x := rec.GetRecord().(type) {
+		case *storepb.SnapshotRecord_Relation:
+			r := x.Relation
+			rel.Insert(relKey(r.GetId()), &Relation{ID: r.GetId(), Endpoint: r.GetEndpoint(), Interface: r.GetInterface(), Peer: r.GetPeer(), RemoteApp: r.GetRemoteApp(), RemoteEndpoint: r.GetRemoteEndpoint(), Created: fromUnixNano(r.GetCreatedUnixNano())})
+		case *storepb.SnapshotRecord_Bag:
+			b := x.Bag
+			data := Settings(b.GetData())
+			if data == nil {
+				data = Settings{}
+			}
+			bags.Insert(bagKey(b.GetRelationId(), b.GetOwner()), &Bag{RelationID: b.GetRelationId(), Owner: b.GetOwner(), Data: data, Revision: b.GetRevision(), ModifiedIndex: b.GetModifiedIndex()})
+		case *storepb.SnapshotRecord_Unit:
+			u := unitFromPB(x.Unit)
+			units.Insert(numKey(u.Number), u)
+		case *storepb.SnapshotRecord_CharmState:
+			charm.Insert([]byte(x.CharmState.GetUnit()), Settings(x.CharmState.GetData()))
+		case *storepb.SnapshotRecord_Cursor:
+			cursors.Insert([]byte(x.Cursor.GetUnit()), x.Cursor.GetCursor())
+		case *storepb.SnapshotRecord_Request:
+			enc, err := proto.Marshal(x.Request.GetResult())
+			if err != nil {
+				return nil, err
+			}
+			id, ts := x.Request.GetId(), x.Request.GetTimeUnixNano()
+			reqs.Insert([]byte(id), &requestEntry{time: ts, result: enc})
+			byTime.Insert(append(numKey(ts), id...), id)
+		case *storepb.SnapshotRecord_End:
+			if x.End.GetRecords() != n {
+				return nil, fmt.Errorf("snapshot end record counts %d records, read %d", x.End.GetRecords(), n)
+			}
+			s.relations, s.bags, s.units = rel.CommitOnly(), bags.CommitOnly(), units.CommitOnly()
+			s.charm, s.cursors, s.requests, s.reqByTime = charm.CommitOnly(), cursors.CommitOnly(), reqs.CommitOnly(), byTime.CommitOnly()
+			return s, nil
+		default:
+			return nil, fmt.Errorf("snapshot record %d is of a kind this bagkeeper does not know (written by a newer version?)", n)
+		}
+	}
+}
+
+func walk[T any](t *iradix.Tree[T], fn func(k []byte, v T) bool) {
+	it := t.Root().Iterator()
+	for k, v, ok := it.Next(); ok; k, v, ok = it.Next() {
+		if !fn(k, v) {
+			return
+		}
+	}
+}
+
+func leaseToPB(l Lease) *storepb.Lease {
+	return &storepb.Lease{Unit: l.Unit, MemberId: l.Member, AcquiredUnixNano: unixNano(l.Acquired), ExpiresUnixNano: unixNano(l.Expires), Epoch: l.Epoch}
+}
+
+func leaseFromPB(l *storepb.Lease) Lease {
+	return Lease{Unit: l.GetUnit(), Member: l.GetMemberId(), Acquired: fromUnixNano(l.GetAcquiredUnixNano()), Expires: fromUnixNano(l.GetExpiresUnixNano()), Epoch: l.GetEpoch()}
+}
+
+func unitToPB(u *Unit) *storepb.UnitRecord {
+	return &storepb.UnitRecord{
+		Name: u.Name, Number: u.Number, State: storepb.UnitState(u.State), MemberId: u.Member, Pod: u.Pod,
+		CreatedUnixNano: unixNano(u.Created), ClaimedUnixNano: unixNano(u.Claimed),
+		ReleasedUnixNano: unixNano(u.Released), RemovedUnixNano: unixNano(u.Removed), Reason: u.Reason,
+	}
+}
+
+func unitFromPB(u *storepb.UnitRecord) *Unit {
+	return &Unit{
+		Name: u.GetName(), Number: u.GetNumber(), State: UnitState(u.GetState()), Member: u.GetMemberId(), Pod: u.GetPod(),
+		Created: fromUnixNano(u.GetCreatedUnixNano()), Claimed: fromUnixNano(u.GetClaimedUnixNano()),
+		Released: fromUnixNano(u.GetReleasedUnixNano()), Removed: fromUnixNano(u.GetRemovedUnixNano()), Reason: u.GetReason(),
+	}
+}

@@ -1,0 +1,366 @@
+package raftstore
+
+import (
+	"encoding/binary"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	iradix "github.com/hashicorp/go-immutable-radix/v2"
+)
+
+// State is one immutable version of the replicated state: what the state
+// machine held after applying the entry at Index. A *State never changes
+// once published, so a reader may keep one for as long as it likes and see
+// a consistent view (a hook context does exactly that). Maps and slices
+// reachable from a State are shared with later versions and must be treated
+// as read-only.
+type State struct {
+	index     uint64
+	meta      *meta
+	relations *iradix.Tree[*Relation]     // key: relKey(id)
+	bags      *iradix.Tree[*Bag]          // key: relKey(id) + owner
+	units     *iradix.Tree[*Unit]         // key: numKey(number)
+	charm     *iradix.Tree[Settings]      // key: unit name
+	cursors   *iradix.Tree[[]byte]        // key: unit name
+	requests  *iradix.Tree[*requestEntry] // key: request id
+	reqByTime *iradix.Tree[string]        // key: numKey(time) + id, value: id
+}
+
+// meta holds the scalar parts of the state. Replaced, never mutated.
+type meta struct {
+	app          string
+	clusterID    string
+	nextUnit     int64
+	nextRelation int64
+	leader       Settings
+	leaderRev    uint64
+	lease        Lease
+}
+
+// Settings is a string map as charms see it (a bag, charm state, leader
+// settings). Read-only when reached through a State.
+type Settings map[string]string
+
+// Relation is one relation the application takes part in.
+type Relation struct {
+	ID        int64
+	Endpoint  string
+	Interface string
+	// Peer is true for the application's peer relations; such relations have
+	// no remote application.
+	Peer           bool
+	RemoteApp      string
+	RemoteEndpoint string
+	Created        time.Time
+}
+
+// Key returns the "endpoint:id" form Juju shows.
+func (r *Relation) Key() string {
+	return r.Endpoint + ":" + strconv.FormatInt(r.ID, 10)
+}
+
+// Bag is one relation data bag: a unit's or an application's settings in
+// one relation.
+type Bag struct {
+	RelationID int64
+	// Owner is a unit name ("app/3") or an application name ("app").
+	Owner string
+	Data  Settings
+	// Revision counts the changes of this bag; it grows by one for each
+	// command that really changed the data.
+	Revision uint64
+	// ModifiedIndex is the raft index of the last change.
+	ModifiedIndex uint64
+}
+
+// UnitState is where a unit is in its life.
+type UnitState int
+
+// Unit states. A unit is created active, may be released and claimed again
+// any number of times, and is removed once, for good.
+const (
+	UnitActive   UnitState = 1
+	UnitReleased UnitState = 2
+	UnitRemoved  UnitState = 3
+)
+
+func (s UnitState) String() string {
+	switch s {
+	case UnitActive:
+		return "active"
+	case UnitReleased:
+		return "released"
+	case UnitRemoved:
+		return "removed"
+	}
+	return "unknown"
+}
+
+// Unit is one unit of the application.
+type Unit struct {
+	Name   string
+	Number int64
+	State  UnitState
+	// Member is the raft server id of the member holding the unit, or for a
+	// released or removed unit the last one that held it.
+	Member string
+	// Pod is the pod name of that member.
+	Pod      string
+	Created  time.Time
+	Claimed  time.Time
+	Released time.Time
+	Removed  time.Time
+	// Reason says why the unit was last released or removed.
+	Reason string
+}
+
+// Lease is the application leadership lease.
+type Lease struct {
+	Unit     string
+	Member   string
+	Acquired time.Time
+	Expires  time.Time
+	// Epoch grows by one each time the lease changes holder.
+	Epoch uint64
+}
+
+// HeldBy reports whether unit holds the lease at time now.
+func (l Lease) HeldBy(unit string, now time.Time) bool {
+	return l.Unit != "" && l.Unit == unit && now.Before(l.Expires)
+}
+
+type requestEntry struct {
+	time   int64
+	result []byte // encoded storepb.Result
+}
+
+func newState() *State {
+	return &State{
+		meta:      &meta{},
+		relations: iradix.New[*Relation](),
+		bags:      iradix.New[*Bag](),
+		units:     iradix.New[*Unit](),
+		charm:     iradix.New[Settings](),
+		cursors:   iradix.New[[]byte](),
+		requests:  iradix.New[*requestEntry](),
+		reqByTime: iradix.New[string](),
+	}
+}
+
+// Index is the raft index of the last command applied to this state.
+func (s *State) Index() uint64 { return s.index }
+
+// App is the application the group serves; empty before the cluster's
+// first command.
+func (s *State) App() string { return s.meta.app }
+
+// ClusterID is the random id chosen when the cluster was bootstrapped.
+func (s *State) ClusterID() string { return s.meta.clusterID }
+
+// Relations returns every relation, ordered by id.
+func (s *State) Relations() []*Relation {
+	var out []*Relation
+	it := s.relations.Root().Iterator()
+	for _, r, ok := it.Next(); ok; _, r, ok = it.Next() {
+		out = append(out, r)
+	}
+	return out
+}
+
+// Relation returns the relation with the given id.
+func (s *State) Relation(id int64) (*Relation, bool) {
+	return s.relations.Get(relKey(id))
+}
+
+// FindRelation returns the relation with the given key.
+func (s *State) FindRelation(endpoint, remoteApp, remoteEndpoint string) (*Relation, bool) {
+	it := s.relations.Root().Iterator()
+	for _, r, ok := it.Next(); ok; _, r, ok = it.Next() {
+		if r.Endpoint == endpoint && r.RemoteApp == remoteApp && r.RemoteEndpoint == remoteEndpoint {
+			return r, true
+		}
+	}
+	return nil, false
+}
+
+// Bag returns one bag. A bag that was never written is reported as absent.
+func (s *State) Bag(relationID int64, owner string) (*Bag, bool) {
+	return s.bags.Get(bagKey(relationID, owner))
+}
+
+// Bags returns every bag of a relation, ordered by owner.
+func (s *State) Bags(relationID int64) []*Bag {
+	var out []*Bag
+	it := s.bags.Root().Iterator()
+	it.SeekPrefix(relKey(relationID))
+	for _, b, ok := it.Next(); ok; _, b, ok = it.Next() {
+		out = append(out, b)
+	}
+	return out
+}
+
+// Units returns every unit, removed ones included, ordered by number.
+func (s *State) Units() []*Unit {
+	var out []*Unit
+	it := s.units.Root().Iterator()
+	for _, u, ok := it.Next(); ok; _, u, ok = it.Next() {
+		out = append(out, u)
+	}
+	return out
+}
+
+// Unit returns the unit with the given name ("app/3").
+func (s *State) Unit(name string) (*Unit, bool) {
+	app, n, ok := ParseUnitName(name)
+	if !ok || app != s.meta.app {
+		return nil, false
+	}
+	return s.units.Get(numKey(n))
+}
+
+// UnitHeldBy returns the active unit held by the given member.
+func (s *State) UnitHeldBy(member string) (*Unit, bool) {
+	it := s.units.Root().Iterator()
+	for _, u, ok := it.Next(); ok; _, u, ok = it.Next() {
+		if u.State == UnitActive && u.Member == member {
+			return u, true
+		}
+	}
+	return nil, false
+}
+
+// CharmState returns a unit's charm state (nil if it has none).
+func (s *State) CharmState(unit string) Settings {
+	v, _ := s.charm.Get([]byte(unit))
+	return v
+}
+
+// Cursor returns a unit's event-delivery cursor (nil if none was set).
+func (s *State) Cursor(unit string) []byte {
+	v, _ := s.cursors.Get([]byte(unit))
+	return v
+}
+
+// LeaderSettings returns the application's leader settings and their
+// revision.
+func (s *State) LeaderSettings() (Settings, uint64) {
+	return s.meta.leader, s.meta.leaderRev
+}
+
+// Lease returns the application leadership lease (zero if none).
+func (s *State) Lease() Lease { return s.meta.lease }
+
+// UnitName forms the name of unit number n of app.
+func UnitName(app string, n int64) string {
+	return app + "/" + strconv.FormatInt(n, 10)
+}
+
+// ParseUnitName splits "app/3" into its application and number.
+func ParseUnitName(name string) (app string, n int64, ok bool) {
+	i := strings.LastIndexByte(name, '/')
+	if i <= 0 || i == len(name)-1 {
+		return "", 0, false
+	}
+	digits := name[i+1:]
+	if len(digits) > 1 && digits[0] == '0' {
+		return "", 0, false
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || n < 0 {
+		return "", 0, false
+	}
+	app = name[:i]
+	if !ValidAppName(app) {
+		return "", 0, false
+	}
+	return app, n, true
+}
+
+// ValidAppName reports whether name is a valid Juju application name:
+// lower-case letters, digits and single hyphens, starting with a letter,
+// and no hyphen-separated part made only of digits.
+func ValidAppName(name string) bool {
+	if name == "" || len(name) > 253 {
+		return false
+	}
+	for _, part := range strings.Split(name, "-") {
+		if part == "" {
+			return false
+		}
+		letter := false
+		for _, c := range part {
+			switch {
+			case c >= 'a' && c <= 'z':
+				letter = true
+			case c >= '0' && c <= '9':
+			default:
+				return false
+			}
+		}
+		if !letter {
+			return false
+		}
+	}
+	return name[0] >= 'a' && name[0] <= 'z'
+}
+
+// ValidEndpointName reports whether name is a valid relation endpoint name.
+func ValidEndpointName(name string) bool {
+	if name == "" || len(name) > 253 || name[0] < 'a' || name[0] > 'z' {
+		return false
+	}
+	prevSep := false
+	for _, c := range name {
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+			prevSep = false
+		case c == '-' || c == '_':
+			if prevSep {
+				return false
+			}
+			prevSep = true
+		default:
+			return false
+		}
+	}
+	return !prevSep
+}
+
+func numKey(n int64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(n))
+	return b[:]
+}
+
+func relKey(id int64) []byte { return numKey(id) }
+
+func bagKey(relationID int64, owner string) []byte {
+	return append(relKey(relationID), owner...)
+}
+
+// sortedKeys returns the keys of m in order; used where output must be
+// deterministic.
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromUnixNano(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
