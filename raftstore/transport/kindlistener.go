@@ -1,0 +1,87 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// kindListener hands out the connections of one kind that passed the
+// handshake.
+type kindListener struct {
+	l         *Listener
+	ch        chan net.Conn
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+func newKindListener(l *Listener) *kindListener {
+	return &kindListener{l: l, ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+// Accept waits for the next connection of its kind.
+func (k *kindListener) Accept() (net.Conn, error) {
+	select {
+	case <-k.done:
+		return nil, k.closedErr()
+	case <-k.l.done:
+		return nil, k.closedErr()
+	default:
+	}
+	select {
+	case c := <-k.ch:
+		return c, nil
+	case <-k.done:
+		return nil, k.closedErr()
+	case <-k.l.done:
+		return nil, k.closedErr()
+	}
+}
+
+func (k *kindListener) closedErr() error {
+	return &net.OpError{Op: "accept", Net: "tcp", Addr: k.Addr(), Err: net.ErrClosed}
+}
+
+// Close stops handing out connections of this kind; the Listener keeps
+// serving the other kind. It is idempotent and returns nil.
+func (k *kindListener) Close() error {
+	k.closeOnce.Do(func() { close(k.done) })
+	return nil
+}
+
+// Addr returns the advertised address.
+func (k *kindListener) Addr() net.Addr { return advertisedAddr(k.l.advertise) }
+
+// raftLayer adds raft's Dial to the raft kindListener.
+type raftLayer struct{ *kindListener }
+
+// Dial dials a raft connection to address within the smaller of timeout
+// (when positive) and the Listener's DialTimeout. A failed handshake is a
+// [*HandshakeError]; after Listener.Close the error matches net.ErrClosed.
+func (r raftLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	l := r.l
+	select {
+	case <-l.done:
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: advertisedAddr(address), Err: net.ErrClosed}
+	default:
+	}
+	ctx := context.Background()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	conn, raw, err := l.dialer.dial(ctx, string(address), KindRaft)
+	if err != nil {
+		return nil, err
+	}
+	if !l.track(raw) {
+		_ = conn.Close()
+		return nil, fmt.Errorf("dial peer %s: %w", address, net.ErrClosed)
+	}
+	return &trackedConn{Conn: conn, raw: raw, l: l}, nil
+}
