@@ -6,7 +6,7 @@ PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 TOOLS     := $(CURDIR)/$(BIN)/tools
 
-PROTOS := raftstore/storepb/store.proto raftstore/peerpb/peer.proto
+PROTOS := raftstore/storepb/store.proto raftstore/peerpb/peer.proto sidecar/adminpb/admin.proto
 
 .PHONY: all build generate check-generated
 all: build

@@ -1,0 +1,362 @@
+package raftstore
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// The leader keeps the membership healthy, autopilot-style: it checks every
+// member's health through the peer API, promotes caught-up non-voters up to
+// the voter target, replaces voters that stayed dead, and removes non-voters
+// that stayed dead. At most one configuration change is made per round, and
+// never one that would leave fewer healthy voters than a quorum needs.
+//
+// The decisions are made by plan, a pure function of the configuration, the
+// health records and the clock; runLeader does the I/O.
+
+// MemberHealth is what the leader knows of a member's health.
+type MemberHealth struct {
+	ID      raft.ServerID
+	Address raft.ServerAddress
+	Voter   bool
+	// Healthy is true if the member answered within UnhealthyAfter.
+	Healthy bool
+	// Since is when the member became healthy (if Healthy) or when it was
+	// last heard from — or when this leader started watching, if never —
+	// (if not).
+	Since time.Time
+	// LastContact is when the member last answered (zero if never, under
+	// this leader).
+	LastContact time.Time
+	// AppliedIndex is the member's applied index at LastContact.
+	AppliedIndex uint64
+}
+
+type healthRecord struct {
+	lastOK       time.Time
+	healthySince time.Time
+	applied      uint64
+}
+
+// healthTracker holds the leader's health records. They are reset each time
+// this member becomes leader, so every timeout starts counting afresh under
+// a new leader.
+type healthTracker struct {
+	mu          sync.Mutex
+	leaderSince time.Time
+	records     map[raft.ServerID]*healthRecord
+}
+
+func newHealthTracker() *healthTracker {
+	return &healthTracker{records: map[raft.ServerID]*healthRecord{}}
+}
+
+func (h *healthTracker) reset(now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.leaderSince = now
+	h.records = map[raft.ServerID]*healthRecord{}
+}
+
+func (h *healthTracker) ok(id raft.ServerID, now time.Time, applied uint64, unhealthyAfter time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := h.records[id]
+	if r == nil {
+		r = &healthRecord{}
+		h.records[id] = r
+	}
+	if r.lastOK.IsZero() || now.Sub(r.lastOK) > unhealthyAfter {
+		r.healthySince = now
+	}
+	r.lastOK = now
+	r.applied = applied
+}
+
+// view returns the health of every server in cfg at time now.
+func (h *healthTracker) view(cfg raft.Configuration, self raft.ServerID, selfApplied uint64, now time.Time, unhealthyAfter time.Duration) []MemberHealth {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]MemberHealth, 0, len(cfg.Servers))
+	for _, s := range cfg.Servers {
+		m := MemberHealth{ID: s.ID, Address: s.Address, Voter: s.Suffrage == raft.Voter}
+		r := h.records[s.ID]
+		switch {
+		case s.ID == self:
+			m.Healthy, m.Since, m.LastContact, m.AppliedIndex = true, h.leaderSince, now, selfApplied
+		case r != nil && now.Sub(r.lastOK) <= unhealthyAfter:
+			m.Healthy, m.Since, m.LastContact, m.AppliedIndex = true, r.healthySince, r.lastOK, r.applied
+		case r != nil:
+			m.Since, m.LastContact, m.AppliedIndex = r.lastOK, r.lastOK, r.applied
+		default:
+			m.Since = h.leaderSince
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// MemberHealth returns the leader's view of every member's health. On a
+// member that is not the leader it returns nil.
+func (n *Node) MemberHealth() []MemberHealth {
+	if !n.IsLeader() {
+		return nil
+	}
+	cfg, err := n.Configuration()
+	if err != nil {
+		return nil
+	}
+	return n.health.view(cfg, n.id, n.raft.AppliedIndex(), n.cfg.Now(), n.cfg.Autopilot.UnhealthyAfter)
+}
+
+// LeaderSince returns when this member last became leader (zero if it is
+// not the leader).
+func (n *Node) LeaderSince() time.Time {
+	if !n.IsLeader() {
+		return time.Time{}
+	}
+	n.health.mu.Lock()
+	defer n.health.mu.Unlock()
+	return n.health.leaderSince
+}
+
+type actionKind int
+
+const (
+	actPromote actionKind = iota + 1
+	actDemote
+	actRemove
+)
+
+func (k actionKind) String() string {
+	return [...]string{"", "promote", "demote", "remove"}[k]
+}
+
+// action is one membership change decided by plan.
+type action struct {
+	kind   actionKind
+	id     raft.ServerID
+	addr   raft.ServerAddress
+	reason string
+}
+
+type planPolicy struct {
+	voters            int
+	stabilization     time.Duration
+	maxLag            uint64
+	deadVoterAfter    time.Duration
+	deadNonvoterAfter time.Duration
+}
+
+// plan decides the next membership change, if any. members must include
+// the leader (self). commit is the leader's commit index.
+func plan(members []MemberHealth, self raft.ServerID, commit uint64, now time.Time, p planPolicy) (action, bool) {
+	ms := append([]MemberHealth(nil), members...)
+	sort.Slice(ms, func(i, j int) bool { return ms[i].ID < ms[j].ID })
+	voters, healthyVoters := 0, 0
+	for _, m := range ms {
+		if m.Voter {
+			voters++
+			if m.Healthy {
+				healthyVoters++
+			}
+		}
+	}
+	// safeToDrop reports whether removing or demoting voter m leaves enough
+	// healthy voters for a quorum of the smaller voter set.
+	safeToDrop := func(m MemberHealth) bool {
+		if !m.Voter {
+			return true
+		}
+		after := healthyVoters
+		if m.Healthy {
+			after--
+		}
+		return after >= (voters-1)/2+1
+	}
+
+	// 1. A member superseded by a healthy newer incarnation of its pod.
+	for _, m := range ms {
+		if m.Healthy || m.ID == self {
+			continue
+		}
+		for _, o := range ms {
+			if o.ID != m.ID && o.Healthy && PodOf(o.ID) == PodOf(m.ID) && safeToDrop(m) {
+				return action{actRemove, m.ID, m.Address, "superseded by " + string(o.ID)}, true
+			}
+		}
+	}
+
+	promotable := func(m MemberHealth) bool {
+		return !m.Voter && m.Healthy && now.Sub(m.Since) >= p.stabilization && m.AppliedIndex+p.maxLag >= commit
+	}
+	var candidate *MemberHealth
+	for i := range ms {
+		m := &ms[i]
+		if promotable(*m) && (candidate == nil || m.Since.Before(candidate.Since)) {
+			candidate = m
+		}
+	}
+
+	// 2. Fewer voters than the target.
+	if voters < p.voters && candidate != nil {
+		return action{actPromote, candidate.ID, candidate.Address, fmt.Sprintf("voters %d below target %d", voters, p.voters)}, true
+	}
+
+	// 3. More voters than the target: demote a dead voter first.
+	if voters > p.voters {
+		var pick *MemberHealth
+		for i := range ms {
+			m := &ms[i]
+			if !m.Voter || m.ID == self || !safeToDrop(*m) {
+				continue
+			}
+			if pick == nil || (pick.Healthy && !m.Healthy) || (pick.Healthy == m.Healthy && m.ID > pick.ID) {
+				pick = m
+			}
+		}
+		if pick != nil {
+			return action{actDemote, pick.ID, pick.Address, fmt.Sprintf("voters %d above target %d", voters, p.voters)}, true
+		}
+	}
+
+	// 4. A voter dead for long enough is replaced by a healthy non-voter
+	// (promote now; step 3 demotes the dead one next round).
+	if candidate != nil {
+		for _, m := range ms {
+			if m.Voter && !m.Healthy && m.ID != self && now.Sub(m.Since) >= p.deadVoterAfter {
+				return action{actPromote, candidate.ID, candidate.Address, "replacing voter " + string(m.ID) + " unreachable since " + m.Since.Format(time.RFC3339)}, true
+			}
+		}
+	}
+
+	// 5. Non-voters dead for long enough are removed.
+	for _, m := range ms {
+		if !m.Voter && !m.Healthy && m.ID != self && now.Sub(m.Since) >= p.deadNonvoterAfter {
+			return action{actRemove, m.ID, m.Address, "non-voter unreachable since " + m.Since.Format(time.RFC3339)}, true
+		}
+	}
+	return action{}, false
+}
+
+// runLeader runs the leader's duties while this member leads.
+func (n *Node) runLeader(ctx context.Context) {
+	obs := make(chan raft.Observation, 16)
+	observer := raft.NewObserver(obs, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	})
+	n.raft.RegisterObserver(observer)
+	defer n.raft.DeregisterObserver(observer)
+	tick := time.NewTicker(n.cfg.Autopilot.Interval)
+	defer tick.Stop()
+	wasLeader := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-obs:
+		case <-tick.C:
+		}
+		if !n.IsLeader() {
+			wasLeader = false
+			continue
+		}
+		if !wasLeader {
+			wasLeader = true
+			n.health.reset(n.cfg.Now())
+			n.log.Info("became leader", "term", n.raft.CurrentTerm())
+			if err := n.initCluster(ctx); err != nil {
+				n.log.Warn("initialising the cluster", "err", err)
+				wasLeader = false
+				continue
+			}
+		}
+		n.reconcile(ctx)
+	}
+}
+
+// initCluster makes sure the cluster's first command has been applied.
+func (n *Node) initCluster(ctx context.Context) error {
+	if err := n.raft.Barrier(10 * time.Second).Error(); err != nil {
+		return err
+	}
+	s := n.fsm.State()
+	switch {
+	case s.App() == n.cfg.App:
+		return nil
+	case s.App() != "":
+		n.fail(fmt.Errorf("the raft state in this data dir serves application %q, not %q", s.App(), n.cfg.App))
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := n.Apply(ctx, NewCommand(InitClusterOp(n.cfg.App, NewRequestID())))
+	if err == nil {
+		n.log.Info("cluster initialised", "app", n.cfg.App)
+	}
+	return err
+}
+
+// reconcile checks health and makes at most one membership change.
+func (n *Node) reconcile(ctx context.Context) {
+	cf := n.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return
+	}
+	cfg, cfgIndex := cf.Configuration(), cf.Index()
+	a := n.cfg.Autopilot
+	timeout := min(a.Interval, time.Second)
+	var wg sync.WaitGroup
+	for _, s := range cfg.Servers {
+		if s.ID == n.id {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			addr := s.Address
+			if b, err := n.book.ServerAddr(s.ID); err == nil {
+				addr = b
+			}
+			info, err := n.infoOf(ctx, string(addr), timeout)
+			if err != nil || info.GetServerId() != string(s.ID) {
+				return
+			}
+			n.health.ok(s.ID, n.cfg.Now(), info.GetAppliedIndex(), a.UnhealthyAfter)
+		}()
+	}
+	wg.Wait()
+	if !n.IsLeader() {
+		return
+	}
+	now := n.cfg.Now()
+	members := n.health.view(cfg, n.id, n.raft.AppliedIndex(), now, a.UnhealthyAfter)
+	commit := n.raft.CommitIndex()
+	act, ok := plan(members, n.id, commit, now, planPolicy{
+		voters: n.cfg.Voters, stabilization: a.Stabilization, maxLag: a.MaxLag,
+		deadVoterAfter: a.DeadVoterAfter, deadNonvoterAfter: a.DeadNonvoterAfter,
+	})
+	if !ok {
+		return
+	}
+	var f raft.IndexFuture
+	switch act.kind {
+	case actPromote:
+		f = n.raft.AddVoter(act.id, act.addr, cfgIndex, 10*time.Second)
+	case actDemote:
+		f = n.raft.DemoteVoter(act.id, cfgIndex, 10*time.Second)
+	case actRemove:
+		f = n.raft.RemoveServer(act.id, cfgIndex, 10*time.Second)
+	}
+	if err := f.Error(); err != nil {
+		n.log.Warn("membership change failed", "action", act.kind.String(), "peer", string(act.id), "err", err)
+		return
+	}
+	n.log.Info("membership changed", "action", act.kind.String(), "peer", string(act.id), "reason", act.reason)
+}

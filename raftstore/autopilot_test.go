@@ -1,0 +1,137 @@
+package raftstore
+
+import (
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+func TestPlanKeepsVotersAtTargetSafely(t *testing.T) {
+	now := t0.Add(time.Hour)
+	policy := planPolicy{voters: 3, stabilization: 5 * time.Second, maxLag: 10, deadVoterAfter: time.Minute, deadNonvoterAfter: 10 * time.Minute}
+	healthy := func(id string, voter bool, since time.Duration, applied uint64) MemberHealth {
+		return MemberHealth{ID: raft.ServerID(id), Address: raft.ServerAddress(id + ":1"), Voter: voter, Healthy: true, Since: now.Add(-since), AppliedIndex: applied}
+	}
+	dead := func(id string, voter bool, since time.Duration) MemberHealth {
+		return MemberHealth{ID: raft.ServerID(id), Address: raft.ServerAddress(id + ":1"), Voter: voter, Since: now.Add(-since)}
+	}
+	const self = "a-0/x"
+	cases := []struct {
+		name    string
+		members []MemberHealth
+		want    actionKind
+		wantID  string
+	}{
+		{
+			name:    "stable cluster at target does nothing",
+			members: []MemberHealth{healthy(self, true, time.Hour, 100), healthy("b-0/x", true, time.Hour, 100), healthy("c-0/x", true, time.Hour, 100), healthy("d-0/x", false, time.Hour, 100)},
+		},
+		{
+			name:    "caught-up stable non-voter is promoted below target",
+			members: []MemberHealth{healthy(self, true, time.Hour, 100), healthy("b-0/x", true, time.Hour, 100), healthy("c-0/y", false, time.Minute, 95)},
+			want:    actPromote, wantID: "c-0/y",
+		},
+		{
+			name:    "non-voter healthy for less than the stabilization time waits",
+			members: []MemberHealth{healthy(self, true, time.Hour, 100), healthy("b-0/x", true, time.Hour, 100), healthy("c-0/y", false, 2*time.Second, 100)},
+		},
+		{
+			name:    "lagging non-voter is not promoted",
+			members: []MemberHealth{healthy(self, true, time.Hour, 100), healthy("b-0/x", true, time.Hour, 100), healthy("c-0/y", false, time.Minute, 50)},
+		},
+		{
+			name:    "the longest-healthy candidate is promoted first",
+			members: []MemberHealth{healthy(self, true, time.Hour, 100), healthy("b-0/x", false, time.Minute, 100), healthy("c-0/y", false, 10*time.Minute, 100)},
+			want:    actPromote, wantID: "c-0/y",
+		},
+		{
+			name:    "superseded incarnation is removed once the new one is healthy",
+			members: []MemberHealth{healthy(self, true, time.Hour, 100), healthy("b-0/x", true, time.Hour, 100), dead("c-0/old", true, time.Second), healthy("c-0/new", false, time.Second, 100)},
+			want:    actRemove, wantID: "c-0/old",
+		},
+		{
+			name:    "superseded voter is kept while dropping it would break quorum",
+			members: []MemberHealth{healthy(self, true, time.Hour, 100), dead("b-0/x", true, time.Second), dead("c-0/old", true, time.Second), healthy("c-0/new", false, time.Second, 100)},
+		},
+		{
+			name:    "dead voter is replaced by promoting a healthy non-voter",
+			members: []MemberHealth{healthy(self, true, time.Hour, 100), healthy("b-0/x", true, time.Hour, 100), dead("c-0/x", true, 2*time.Minute), healthy("d-0/x", false, time.Hour, 100)},
+			want:    actPromote, wantID: "d-0/x",
+		},
+		{
+			name:    "dead voter is not replaced before its timeout",
+			members: []MemberHealth{healthy(self, true, time.Hour, 100), healthy("b-0/x", true, time.Hour, 100), dead("c-0/x", true, 30*time.Second), healthy("d-0/x", false, time.Hour, 100)},
+		},
+		{
+			name:    "dead voter without a replacement stays a voter",
+			members: []MemberHealth{healthy(self, true, time.Hour, 100), healthy("b-0/x", true, time.Hour, 100), dead("c-0/x", true, time.Hour)},
+		},
+		{
+			name:    "after the replacement the dead voter is demoted, not a healthy one",
+			members: []MemberHealth{healthy(self, true, time.Hour, 100), healthy("b-0/x", true, time.Hour, 100), dead("c-0/x", true, 2*time.Minute), healthy("d-0/x", true, time.Hour, 100)},
+			want:    actDemote, wantID: "c-0/x",
+		},
+		{
+			name:    "above target with all healthy demotes one, never the leader",
+			members: []MemberHealth{healthy(self, true, time.Hour, 100), healthy("b-0/x", true, time.Hour, 100), healthy("c-0/x", true, time.Hour, 100), healthy("d-0/x", true, time.Hour, 100), healthy("e-0/x", true, time.Hour, 100)},
+			want:    actDemote, wantID: "e-0/x",
+		},
+		{
+			name:    "dead non-voter is removed after its timeout",
+			members: []MemberHealth{healthy(self, true, time.Hour, 100), healthy("b-0/x", true, time.Hour, 100), healthy("c-0/x", true, time.Hour, 100), dead("d-0/x", false, 11*time.Minute)},
+			want:    actRemove, wantID: "d-0/x",
+		},
+		{
+			name:    "dead non-voter is kept before its timeout",
+			members: []MemberHealth{healthy(self, true, time.Hour, 100), healthy("b-0/x", true, time.Hour, 100), healthy("c-0/x", true, time.Hour, 100), dead("d-0/x", false, 9*time.Minute)},
+		},
+		{
+			name:    "a leader that sees only itself never drops a voter",
+			members: []MemberHealth{healthy(self, true, time.Hour, 100), dead("b-0/x", true, time.Hour), dead("c-0/x", true, time.Hour), dead("d-0/x", true, time.Hour), dead("e-0/x", true, time.Hour)},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			act, ok := plan(c.members, self, 100, now, policy)
+			if c.want == 0 {
+				if ok {
+					t.Fatalf("unexpected action %s %s (%s)", act.kind, act.id, act.reason)
+				}
+				return
+			}
+			if !ok || act.kind != c.want || string(act.id) != c.wantID {
+				t.Fatalf("got %v %s %s, want %s %s", ok, act.kind, act.id, c.want, c.wantID)
+			}
+		})
+	}
+}
+
+func TestHealthViewCountsFromLeadershipStart(t *testing.T) {
+	h := newHealthTracker()
+	h.reset(t0)
+	cfg := raft.Configuration{Servers: []raft.Server{
+		{ID: "a/1", Address: "a:1", Suffrage: raft.Voter},
+		{ID: "b/1", Address: "b:1", Suffrage: raft.Voter},
+		{ID: "c/1", Address: "c:1", Suffrage: raft.Nonvoter},
+	}}
+	h.ok("b/1", t0.Add(time.Second), 7, 3*time.Second)
+	h.ok("b/1", t0.Add(2*time.Second), 9, 3*time.Second)
+	v := h.view(cfg, "a/1", 10, t0.Add(4*time.Second), 3*time.Second)
+	if !v[0].Healthy || !v[1].Healthy || v[1].AppliedIndex != 9 || !v[1].Since.Equal(t0.Add(time.Second)) {
+		t.Fatalf("view %+v", v)
+	}
+	if v[2].Healthy || !v[2].Since.Equal(t0) {
+		t.Fatalf("never-seen member must count from leadership start: %+v", v[2])
+	}
+	v = h.view(cfg, "a/1", 10, t0.Add(10*time.Second), 3*time.Second)
+	if v[1].Healthy || !v[1].Since.Equal(t0.Add(2*time.Second)) {
+		t.Fatalf("silent member: %+v", v[1])
+	}
+	// Coming back starts a new healthy streak.
+	h.ok("b/1", t0.Add(11*time.Second), 12, 3*time.Second)
+	v = h.view(cfg, "a/1", 12, t0.Add(11*time.Second), 3*time.Second)
+	if !v[1].Healthy || !v[1].Since.Equal(t0.Add(11*time.Second)) {
+		t.Fatalf("returning member: %+v", v[1])
+	}
+}

@@ -1,0 +1,315 @@
+package raftstore
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/bagkeeper/bagkeeper/raftstore/peerpb"
+)
+
+// runCluster finds the cluster: it bootstraps one (bootstrap-expect), joins
+// one, or — for a member that already has state — tells the leader where it
+// is now. It also keeps the address book fresh so that raft can reach
+// members whose addresses changed.
+//
+// Nothing here ever removes a member: discovery answers may be empty or
+// wrong for a while, and that must never cost anything (invariant 2).
+func (n *Node) runCluster(ctx context.Context) {
+	for {
+		n.clusterStep(ctx)
+		wait := n.cfg.JoinInterval
+		if n.registered.Load() && n.hasLeader() {
+			// Settled: only refresh addresses now and then.
+			wait = 10 * n.cfg.JoinInterval
+		}
+		wait += time.Duration(rand.Int64N(int64(wait/4) + 1))
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.cfg.DiscoverChanged:
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (n *Node) hasLeader() bool {
+	_, addr := n.Leader()
+	return addr != ""
+}
+
+// peerInfo is one answer to an Info probe.
+type peerInfo struct {
+	addr string // where it was reached
+	info *peerpb.InfoResponse
+}
+
+func (n *Node) clusterStep(ctx context.Context) {
+	addrs := n.candidateAddrs(ctx)
+	infos := n.probe(ctx, addrs)
+	for _, p := range infos {
+		n.book.learn(raft.ServerID(p.info.GetServerId()), raft.ServerAddress(p.addr))
+	}
+	if !n.hasState() {
+		n.bootstrapOrJoin(ctx, infos)
+		return
+	}
+	n.proposal.Store(nil)
+	if !n.inConfiguration() {
+		// Removed while away (for example found dead while partitioned):
+		// ask to come back as a non-voter.
+		n.registered.Store(false)
+	}
+	if !n.registered.Load() {
+		n.register(ctx, infos)
+	}
+}
+
+// candidateAddrs returns discovered addresses plus the addresses in the
+// local configuration, without this member's own.
+func (n *Node) candidateAddrs(ctx context.Context) []string {
+	set := map[string]bool{}
+	if n.cfg.Discover != nil {
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		addrs, err := n.cfg.Discover(dctx)
+		cancel()
+		if err != nil {
+			n.log.Debug("discovery", "err", err)
+		}
+		for _, a := range addrs {
+			set[a] = true
+		}
+	}
+	if cfg, err := n.Configuration(); err == nil {
+		for _, s := range cfg.Servers {
+			set[string(s.Address)] = true
+		}
+	}
+	delete(set, n.cfg.Advertise)
+	out := make([]string, 0, len(set))
+	for a := range set {
+		out = append(out, a)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// probe asks every address for Info, concurrently, and returns the answers
+// from members other than this one.
+func (n *Node) probe(ctx context.Context, addrs []string) []peerInfo {
+	var mu sync.Mutex
+	var out []peerInfo
+	var wg sync.WaitGroup
+	for _, a := range addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			info, err := n.infoOf(ctx, a, time.Second)
+			if err != nil {
+				n.log.Debug("probe", "address", a, "err", err)
+				return
+			}
+			if info.GetServerId() == string(n.id) {
+				return
+			}
+			mu.Lock()
+			out = append(out, peerInfo{addr: a, info: info})
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	sort.Slice(out, func(i, j int) bool { return out[i].info.GetServerId() < out[j].info.GetServerId() })
+	return out
+}
+
+func (n *Node) infoOf(ctx context.Context, addr string, timeout time.Duration) (*peerpb.InfoResponse, error) {
+	c, err := n.peers.get(addr)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return c.Info(ctx, &peerpb.InfoRequest{})
+}
+
+func (n *Node) inConfiguration() bool {
+	cfg, err := n.Configuration()
+	if err != nil {
+		return true
+	}
+	for _, s := range cfg.Servers {
+		if s.ID == n.id {
+			return true
+		}
+	}
+	// An empty configuration (not yet replicated) is not a removal.
+	return len(cfg.Servers) == 0
+}
+
+// bootstrapOrJoin runs while this member has no raft state.
+func (n *Node) bootstrapOrJoin(ctx context.Context, infos []peerInfo) {
+	var existing []peerInfo
+	for _, p := range infos {
+		if p.info.GetHasState() {
+			existing = append(existing, p)
+		}
+	}
+	if len(existing) > 0 {
+		// A cluster exists: never bootstrap, join it.
+		n.proposal.Store(nil)
+		n.register(ctx, existing)
+		return
+	}
+	expect := n.cfg.BootstrapExpect
+	if expect == 0 {
+		n.log.Info("waiting for a cluster to join", "peers_found", len(infos))
+		return
+	}
+	self := &peerpb.Server{Id: string(n.id), Address: n.cfg.Advertise, Suffrage: raft.Voter.String()}
+	candidates := []*peerpb.Server{self}
+	for _, p := range infos {
+		candidates = append(candidates, &peerpb.Server{Id: p.info.GetServerId(), Address: p.info.GetAddress(), Suffrage: raft.Voter.String()})
+	}
+	if len(candidates) < expect {
+		n.proposal.Store(nil)
+		n.log.Info("waiting for bootstrap peers", "found", len(candidates), "expect", expect)
+		return
+	}
+	sort.Slice(candidates, func(i, j int) bool { return candidates[i].GetId() < candidates[j].GetId() })
+	proposal := candidates[:expect]
+	if !slices.ContainsFunc(proposal, func(s *peerpb.Server) bool { return s.GetId() == self.GetId() }) {
+		// Others bootstrap; this member joins them afterwards.
+		n.proposal.Store(nil)
+		return
+	}
+	n.proposal.Store(&proposal)
+	// Bootstrap only once every member of the proposal proposes exactly
+	// the same configuration: identical configurations are what make
+	// several members bootstrapping at once form ONE cluster.
+	byID := map[string]*peerpb.InfoResponse{}
+	for _, p := range infos {
+		byID[p.info.GetServerId()] = p.info
+	}
+	for _, s := range proposal {
+		if s.GetId() == self.GetId() {
+			continue
+		}
+		if !sameServers(byID[s.GetId()].GetBootstrapProposal(), proposal) {
+			n.log.Info("bootstrap proposed, waiting for peers to agree", "proposal", serverIDs(proposal))
+			return
+		}
+	}
+	var cfg raft.Configuration
+	for _, s := range proposal {
+		cfg.Servers = append(cfg.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(s.GetId()), Address: raft.ServerAddress(s.GetAddress())})
+	}
+	err := n.raft.BootstrapCluster(cfg).Error()
+	switch {
+	case err == nil:
+		n.log.Info("bootstrapped a new cluster", "voters", serverIDs(proposal))
+		n.registered.Store(true)
+	case errors.Is(err, raft.ErrCantBootstrap):
+		n.registered.Store(true)
+	default:
+		n.log.Error("bootstrap failed", "err", err)
+	}
+}
+
+func sameServers(a, b []*peerpb.Server) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].GetId() != b[i].GetId() || a[i].GetAddress() != b[i].GetAddress() {
+			return false
+		}
+	}
+	return true
+}
+
+func serverIDs(s []*peerpb.Server) []string {
+	out := make([]string, len(s))
+	for i, x := range s {
+		out[i] = x.GetId()
+	}
+	return out
+}
+
+// register sends a join request through the given peers (any member
+// forwards it to the leader) until one is accepted. The leader adds a new
+// member as a non-voter or records a changed address.
+func (n *Node) register(ctx context.Context, peers []peerInfo) {
+	req := &peerpb.JoinRequest{ServerId: string(n.id), Address: n.cfg.Advertise, App: n.cfg.App, Pod: n.dir.Identity.Pod}
+	if n.IsLeader() {
+		if _, err := n.admit(n.id, raft.ServerAddress(n.cfg.Advertise)); err != nil {
+			n.log.Warn("updating own address", "err", err)
+			return
+		}
+		n.registered.Store(true)
+		return
+	}
+	var lastErr error
+	for _, p := range peers {
+		c, err := n.peers.get(p.addr)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		jctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		resp, err := c.Join(jctx, req)
+		cancel()
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		n.registered.Store(true)
+		n.log.Info("registered with the leader", "outcome", resp.GetOutcome(), "leader", resp.GetLeaderId())
+		return
+	}
+	if lastErr != nil {
+		n.log.Info("join not accepted yet", "err", lastErr)
+	}
+}
+
+// MemberStatus is one configured member and what it says of itself.
+type MemberStatus struct {
+	Server raft.Server
+	// Info is the member's own answer, nil if it did not answer.
+	Info *peerpb.InfoResponse
+	Err  error
+}
+
+// ProbeMembers asks every member of the configuration for its Info,
+// concurrently, each within timeout.
+func (n *Node) ProbeMembers(ctx context.Context, timeout time.Duration) ([]MemberStatus, error) {
+	cfg, err := n.Configuration()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]MemberStatus, len(cfg.Servers))
+	var wg sync.WaitGroup
+	for i, s := range cfg.Servers {
+		out[i].Server = s
+		if s.ID == n.id {
+			out[i].Info = n.info()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			addr := s.Address
+			if a, err := n.book.ServerAddr(s.ID); err == nil {
+				addr = a
+			}
+			out[i].Info, out[i].Err = n.infoOf(ctx, string(addr), timeout)
+		}()
+	}
+	wg.Wait()
+	return out, nil
+}

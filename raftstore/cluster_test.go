@@ -1,0 +1,425 @@
+package raftstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"go.uber.org/goleak"
+
+	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
+	"github.com/bagkeeper/bagkeeper/raftstore/transport"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// bbolt and raft's log cache leave none; these come from grpc's
+		// and net/http's background pools, which outlive a test by design.
+		goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+	)
+}
+
+// testCluster runs raftstore nodes in this process over the real transport
+// on loopback addresses.
+type testCluster struct {
+	t    *testing.T
+	app  string
+	root string
+
+	mu     sync.Mutex
+	nodes  map[string]*testNode // by pod
+	nextIP int
+}
+
+type testNode struct {
+	pod  string
+	dir  string
+	ip   string
+	node *Node
+	ln   *transport.Listener
+}
+
+func newTestCluster(t *testing.T, app string) *testCluster {
+	c := &testCluster{t: t, app: app, root: t.TempDir(), nodes: map[string]*testNode{}, nextIP: 10}
+	t.Cleanup(c.stopAll)
+	return c
+}
+
+// ip hands out a fresh loopback address.
+func (c *testCluster) ip() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.nextIP++
+	return fmt.Sprintf("127.0.%d.%d", 10+c.nextIP/250, c.nextIP%250+1)
+}
+
+// discover returns the current address of every running node.
+func (c *testCluster) discover(context.Context) ([]string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, n := range c.nodes {
+		if n.ln != nil {
+			out = append(out, n.ln.Advertise())
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+type nodeOpt func(*Config)
+
+func withExpect(n int) nodeOpt { return func(c *Config) { c.BootstrapExpect = n } }
+func withVoters(n int) nodeOpt { return func(c *Config) { c.Voters = n } }
+
+// start starts pod on a new address, reusing its data dir if it has one.
+func (c *testCluster) start(pod string, opts ...nodeOpt) *testNode {
+	c.t.Helper()
+	dir := filepath.Join(c.root, pod)
+	ip := c.ip()
+	ln, err := transport.Listen(ip+":0", "", transport.Config{App: c.app})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cfg := Config{
+		App: c.app, Pod: pod, DataDir: dir, Advertise: ln.Advertise(),
+		RaftLayer: ln.RaftLayer(), GRPCListener: ln.GRPCListener(), Dial: ln.Dialer(),
+		Discover:           c.discover,
+		JoinInterval:       50 * time.Millisecond,
+		HeartbeatTimeout:   200 * time.Millisecond,
+		ElectionTimeout:    200 * time.Millisecond,
+		LeaderLeaseTimeout: 100 * time.Millisecond,
+		Autopilot: AutopilotConfig{
+			Interval: 100 * time.Millisecond, Stabilization: 300 * time.Millisecond,
+			UnhealthyAfter: time.Second, DeadVoterAfter: 3 * time.Second, DeadNonvoterAfter: 3 * time.Second,
+		},
+		Logger: slog.New(slog.NewTextHandler(testWriter{c.t}, &slog.HandlerOptions{Level: slog.LevelInfo})).With("pod", pod),
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	n, err := Open(cfg)
+	if err != nil {
+		ln.Close()
+		c.t.Fatalf("starting %s: %v", pod, err)
+	}
+	tn := &testNode{pod: pod, dir: dir, ip: ip, node: n, ln: ln}
+	c.mu.Lock()
+	c.nodes[pod] = tn
+	c.mu.Unlock()
+	return tn
+}
+
+// stop shuts pod down; graceful hands leadership over first.
+func (c *testCluster) stop(pod string) {
+	c.mu.Lock()
+	n := c.nodes[pod]
+	delete(c.nodes, pod)
+	c.mu.Unlock()
+	if n == nil {
+		return
+	}
+	_ = n.node.Shutdown(context.Background(), false)
+	n.ln.Close()
+}
+
+// crash stops pod abruptly: connections drop, nothing is handed over.
+func (c *testCluster) crash(pod string) {
+	c.mu.Lock()
+	n := c.nodes[pod]
+	delete(c.nodes, pod)
+	c.mu.Unlock()
+	n.ln.Close() // cut the network first, so nothing is handed over
+	_ = n.node.raft.Shutdown().Error()
+	_ = n.node.Shutdown(context.Background(), false)
+}
+
+func (c *testCluster) wipe(pod string) {
+	if err := os.RemoveAll(filepath.Join(c.root, pod)); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *testCluster) stopAll() {
+	c.mu.Lock()
+	pods := make([]string, 0, len(c.nodes))
+	for p := range c.nodes {
+		pods = append(pods, p)
+	}
+	c.mu.Unlock()
+	for _, p := range pods {
+		c.stop(p)
+	}
+}
+
+func (c *testCluster) node(pod string) *testNode {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nodes[pod]
+}
+
+func (c *testCluster) running() []*testNode {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*testNode
+	for _, n := range c.nodes {
+		out = append(out, n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].pod < out[j].pod })
+	return out
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.After(timeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	var err error
+	for {
+		if err = cond(); err == nil {
+			return
+		}
+		select {
+		case <-tick.C:
+			continue
+		case <-deadline:
+		}
+		break
+	}
+	t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
+}
+
+// leader waits for exactly one leader among running nodes, agreed by all.
+func (c *testCluster) leader(timeout time.Duration) *testNode {
+	c.t.Helper()
+	var l *testNode
+	eventually(c.t, timeout, "one leader", func() error {
+		l = nil
+		for _, n := range c.running() {
+			if n.node.IsLeader() {
+				if l != nil {
+					return fmt.Errorf("two leaders: %s and %s", l.pod, n.pod)
+				}
+				l = n
+			}
+		}
+		if l == nil {
+			return errors.New("no leader")
+		}
+		if l.node.State().App() == "" {
+			return errors.New("leader has not initialised the cluster")
+		}
+		return nil
+	})
+	return l
+}
+
+// config returns the leader's configuration as "id=suffrage" strings.
+func (c *testCluster) voters(n *testNode) (voters, nonvoters []string) {
+	cfg, err := n.node.Configuration()
+	if err != nil {
+		return nil, nil
+	}
+	for _, s := range cfg.Servers {
+		if s.Suffrage == raft.Voter {
+			voters = append(voters, string(s.ID))
+		} else {
+			nonvoters = append(nonvoters, string(s.ID))
+		}
+	}
+	sort.Strings(voters)
+	sort.Strings(nonvoters)
+	return voters, nonvoters
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	if testing.Verbose() {
+		w.t.Log(string(p))
+	}
+	return len(p), nil
+}
+
+func applyCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestEmptyNodesBootstrapExactlyOneCluster(t *testing.T) {
+	for round := 0; round < 3; round++ {
+		t.Run(fmt.Sprint(round), func(t *testing.T) {
+			c := newTestCluster(t, "app")
+			var wg sync.WaitGroup
+			for _, p := range []string{"app-0", "app-1", "app-2"} {
+				wg.Add(1)
+				go func() { defer wg.Done(); c.start(p, withExpect(3)) }()
+			}
+			wg.Wait()
+			l := c.leader(10 * time.Second)
+			eventually(t, 5*time.Second, "all members agree on one configuration", func() error {
+				want, _ := c.voters(l)
+				if len(want) != 3 {
+					return fmt.Errorf("leader has voters %v", want)
+				}
+				for _, n := range c.running() {
+					got, _ := c.voters(n)
+					if !slices.Equal(got, want) {
+						return fmt.Errorf("%s has voters %v, leader %v", n.pod, got, want)
+					}
+					if n.node.State().ClusterID() != l.node.State().ClusterID() {
+						return fmt.Errorf("%s is in cluster %q, leader in %q", n.pod, n.node.State().ClusterID(), l.node.State().ClusterID())
+					}
+				}
+				return nil
+			})
+		})
+	}
+}
+
+func TestFollowerWriteIsForwardedAndReadBack(t *testing.T) {
+	c := newTestCluster(t, "app")
+	for _, p := range []string{"app-0", "app-1", "app-2"} {
+		c.start(p, withExpect(3))
+	}
+	l := c.leader(10 * time.Second)
+	var follower *testNode
+	for _, n := range c.running() {
+		if n != l {
+			follower = n
+		}
+	}
+	res, err := follower.node.Apply(applyCtx(t), NewCommand(ClaimUnitOp(string(follower.node.ID()), follower.pod, -1), EnsureRelationOp("peers", "p", true, "", "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit, rel := res.GetOps()[0].GetUnit(), res.GetOps()[1].GetRelationId()
+	if _, err := follower.node.Apply(applyCtx(t), NewCommand(UpdateBagOp(rel, unit, map[string]string{"k": "v"}))); err != nil {
+		t.Fatal(err)
+	}
+	// Read-your-writes: the follower's own state has it as soon as Apply returns.
+	if b, ok := follower.node.State().Bag(rel, unit); !ok || b.Data["k"] != "v" {
+		t.Fatalf("follower does not read its own write: %v", b)
+	}
+	// A refused command comes back as a CommandError and changes nothing.
+	_, err = follower.node.Apply(applyCtx(t), NewCommand(UpdateBagOp(rel, "app/99", map[string]string{"k": "v"})))
+	if !errors.Is(err, ErrNotFound) {
+		t.Fatalf("got %v, want ErrNotFound", err)
+	}
+}
+
+func TestWipedMemberRejoinsAsNewIncarnationAndOldOneIsRemoved(t *testing.T) {
+	for _, victim := range []string{"follower", "leader"} {
+		t.Run(victim, func(t *testing.T) {
+			c := newTestCluster(t, "app")
+			for _, p := range []string{"app-0", "app-1", "app-2"} {
+				c.start(p, withExpect(3))
+			}
+			l := c.leader(10 * time.Second)
+			rel := mustApply(t, l.node, EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
+			unit := mustApply(t, l.node, ClaimUnitOp(string(l.node.ID()), l.pod, -1)).GetOps()[0].GetUnit()
+			for i := 0; i < 50; i++ {
+				mustApply(t, l.node, UpdateBagOp(rel, unit, map[string]string{fmt.Sprint("k", i): fmt.Sprint(i)}))
+			}
+			want := l.node.State().Bags(rel)
+			target := l
+			if victim == "follower" {
+				for _, n := range c.running() {
+					if n != l {
+						target = n
+						break
+					}
+				}
+			}
+			oldID := target.node.ID()
+			c.crash(target.pod)
+			c.wipe(target.pod)
+			back := c.start(target.pod)
+			if back.node.ID() == oldID {
+				t.Fatal("wiped member came back with its old raft id")
+			}
+			eventually(t, 15*time.Second, "voters back at target without the old incarnation", func() error {
+				l := c.leader(5 * time.Second)
+				voters, nonvoters := c.voters(l)
+				if len(voters) != 3 || !slices.Contains(voters, string(back.node.ID())) || slices.Contains(append(voters, nonvoters...), string(oldID)) {
+					return fmt.Errorf("voters %v nonvoters %v", voters, nonvoters)
+				}
+				return nil
+			})
+			got := back.node.State().Bags(rel)
+			if len(got) != len(want) || fmt.Sprint(got[0].Data) != fmt.Sprint(want[0].Data) {
+				t.Fatalf("rejoined member has bags %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+func TestWholeClusterRestartsOnNewAddresses(t *testing.T) {
+	c := newTestCluster(t, "app")
+	for _, p := range []string{"app-0", "app-1", "app-2"} {
+		c.start(p, withExpect(3))
+	}
+	l := c.leader(10 * time.Second)
+	rel := mustApply(t, l.node, EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
+	mustApply(t, l.node, UpdateBagOp(rel, "app", map[string]string{"k": "v"}))
+	ids := map[string]raft.ServerID{}
+	for _, n := range c.running() {
+		ids[n.pod] = n.node.ID()
+		c.crash(n.pod)
+	}
+	for _, p := range []string{"app-0", "app-1", "app-2"} {
+		c.start(p, withExpect(3))
+	}
+	l = c.leader(15 * time.Second)
+	for _, n := range c.running() {
+		if n.node.ID() != ids[n.pod] {
+			t.Fatalf("%s changed identity with its disk intact", n.pod)
+		}
+	}
+	eventually(t, 10*time.Second, "configuration carries the new addresses", func() error {
+		cfg, err := l.node.Configuration()
+		if err != nil {
+			return err
+		}
+		for _, s := range cfg.Servers {
+			n := c.node(PodOf(s.ID))
+			if n == nil || string(s.Address) != n.ln.Advertise() {
+				return fmt.Errorf("%s still at %s", s.ID, s.Address)
+			}
+		}
+		return nil
+	})
+	mustApply(t, l.node, UpdateBagOp(rel, "app", map[string]string{"k2": "v2"}))
+	for _, n := range c.running() {
+		if b, _ := n.node.State().Bag(rel, "app"); b == nil || b.Data["k"] != "v" {
+			eventually(t, 5*time.Second, "bag replicated to "+n.pod, func() error {
+				if b, _ := n.node.State().Bag(rel, "app"); b == nil || b.Data["k2"] != "v2" {
+					return errors.New("missing")
+				}
+				return nil
+			})
+		}
+	}
+}
+
+func mustApply(t *testing.T, n *Node, ops ...*storepb.Op) *storepb.Result {
+	t.Helper()
+	res, err := n.Apply(applyCtx(t), NewCommand(ops...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}

@@ -1,0 +1,405 @@
+package raftstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+	"google.golang.org/grpc"
+
+	"github.com/bagkeeper/bagkeeper/raftstore/peerpb"
+)
+
+// Config configures a Node. Zero durations take the documented defaults.
+type Config struct {
+	// App is the application the group serves. Required.
+	App string
+	// Pod is this pod's name. Required; it becomes part of the raft id.
+	Pod string
+	// DataDir holds the identity, the raft log and snapshots.
+	DataDir string
+	// Advertise is the host:port other members dial to reach this one. It
+	// may be a DNS name; it is resolved on every dial.
+	Advertise string
+
+	// RaftLayer carries raft's RPCs; GRPCListener accepts peer API
+	// connections; Dial opens a peer API connection to another member. The
+	// Node closes the RaftLayer on shutdown but not what lies under it.
+	RaftLayer    raft.StreamLayer
+	GRPCListener net.Listener
+	Dial         func(ctx context.Context, addr string) (net.Conn, error)
+
+	// BootstrapExpect is how many empty members must find each other before
+	// they bootstrap a new cluster together. 0 means this member never
+	// bootstraps; it only joins.
+	BootstrapExpect int
+	// Voters is the number of voters the leader keeps (odd, 1–7; default 3).
+	Voters int
+	// Discover returns addresses where peers may be. DiscoverChanged, if
+	// not nil, signals that Discover may return something new. Discovery
+	// only ever feeds bootstrap and join attempts.
+	Discover        func(ctx context.Context) ([]string, error)
+	DiscoverChanged <-chan struct{}
+	// JoinInterval is the pause between bootstrap/join attempts (default 1s).
+	JoinInterval time.Duration
+
+	// Raft timing (defaults: heartbeat 500ms, election 500ms, leader lease
+	// 250ms, commit 20ms).
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	CommitTimeout      time.Duration
+	// Snapshotting (defaults: threshold 8192 entries, 10240 trailing logs,
+	// checked every 2 minutes).
+	SnapshotThreshold uint64
+	TrailingLogs      uint64
+	SnapshotInterval  time.Duration
+
+	Autopilot AutopilotConfig
+
+	Logger  *slog.Logger
+	Version string
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// AutopilotConfig tunes how the leader maintains the membership.
+type AutopilotConfig struct {
+	// Interval between health checks and membership decisions (default 1s).
+	Interval time.Duration
+	// Stabilization is how long a non-voter must have been healthy and
+	// caught up before it is promoted (default 5s).
+	Stabilization time.Duration
+	// MaxLag is how many entries a member may be behind the leader's commit
+	// index and still count as caught up (default 256).
+	MaxLag uint64
+	// UnhealthyAfter is how long a member may go without answering the
+	// leader before it counts as unhealthy (default 3 × Interval, at least 2s).
+	UnhealthyAfter time.Duration
+	// DeadVoterAfter is how long a voter must be unhealthy before a healthy
+	// non-voter replaces it (default 5m).
+	DeadVoterAfter time.Duration
+	// DeadNonvoterAfter is how long a non-voter must be unhealthy before it
+	// is removed (default 15m).
+	DeadNonvoterAfter time.Duration
+}
+
+func (c *Config) setDefaults() error {
+	if !ValidAppName(c.App) {
+		return fmt.Errorf("invalid application name %q: use lower-case letters, digits and hyphens, starting with a letter", c.App)
+	}
+	if c.Pod == "" {
+		return errors.New("pod name is required")
+	}
+	if c.DataDir == "" {
+		return errors.New("data dir is required")
+	}
+	if _, _, err := net.SplitHostPort(c.Advertise); err != nil {
+		return fmt.Errorf("advertise address %q is not host:port: %w", c.Advertise, err)
+	}
+	if c.RaftLayer == nil || c.GRPCListener == nil || c.Dial == nil {
+		return errors.New("raft layer, gRPC listener and dialer are required")
+	}
+	if c.Voters == 0 {
+		c.Voters = 3
+	}
+	if c.Voters < 1 || c.Voters > 7 || c.Voters%2 == 0 {
+		return fmt.Errorf("voters must be odd and between 1 and 7, got %d", c.Voters)
+	}
+	if c.BootstrapExpect < 0 || c.BootstrapExpect > 7 {
+		return fmt.Errorf("bootstrap-expect must be between 0 and 7, got %d", c.BootstrapExpect)
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.JoinInterval, time.Second)
+	def(&c.HeartbeatTimeout, 500*time.Millisecond)
+	def(&c.ElectionTimeout, 500*time.Millisecond)
+	def(&c.LeaderLeaseTimeout, 250*time.Millisecond)
+	def(&c.CommitTimeout, 20*time.Millisecond)
+	def(&c.SnapshotInterval, 2*time.Minute)
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = 8192
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = 10240
+	}
+	a := &c.Autopilot
+	def(&a.Interval, time.Second)
+	def(&a.Stabilization, 5*time.Second)
+	def(&a.UnhealthyAfter, max(3*a.Interval, 2*time.Second))
+	def(&a.DeadVoterAfter, 5*time.Minute)
+	def(&a.DeadNonvoterAfter, 15*time.Minute)
+	if a.MaxLag == 0 {
+		a.MaxLag = 256
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return nil
+}
+
+// Node is one member of the application's raft group: the raft instance,
+// its stores, the peer API server and the loops that keep the membership
+// healthy.
+type Node struct {
+	cfg   Config
+	dir   *DataDir
+	id    raft.ServerID
+	log   *slog.Logger
+	fsm   *FSM
+	raft  *raft.Raft
+	trans *raft.NetworkTransport
+	bolt  *raftboltdb.BoltStore
+	book  *addressBook
+	peers *peerClients
+	grpc  *grpc.Server
+
+	proposal   atomic.Pointer[[]*peerpb.Server]
+	registered atomic.Bool
+	health     *healthTracker
+
+	fatalOnce sync.Once
+	fatalCh   chan error
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+}
+
+// Open opens the data directory, starts raft and the peer API, and starts
+// looking for a cluster to bootstrap or join.
+func Open(cfg Config) (*Node, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	dir, err := OpenDataDir(cfg.DataDir, cfg.App, cfg.Pod)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, dir: dir, id: dir.Identity.ServerID(), book: newAddressBook(), fatalCh: make(chan error, 1)}
+	n.log = cfg.Logger.With("member", string(n.id))
+	n.fsm = NewFSM(n.fail)
+	n.health = newHealthTracker()
+	ok := false
+	defer func() {
+		if !ok {
+			n.closeStores()
+		}
+	}()
+
+	boltPath := filepath.Join(dir.RaftPath(), "raft.db")
+	n.bolt, err = raftboltdb.New(raftboltdb.Options{Path: boltPath, BoltOptions: &bbolt.Options{Timeout: time.Second}})
+	if err != nil {
+		return nil, fmt.Errorf("raft store %s cannot be opened (%v): if it is damaged, move the data dir away and restart; this member then rejoins with an empty disk and gets its data from its peers", boltPath, err)
+	}
+	hl := newHCLogAdapter(n.log)
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir.RaftPath(), 2, hl)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot store in %s: %w", dir.RaftPath(), err)
+	}
+	logs, err := raft.NewLogCache(512, n.bolt)
+	if err != nil {
+		return nil, err
+	}
+	hasState, err := raft.HasExistingState(logs, n.bolt, snaps)
+	if err != nil {
+		return nil, fmt.Errorf("raft store %s cannot be read (%v): if it is damaged, move the data dir away and restart", boltPath, err)
+	}
+	n.registered.Store(false)
+
+	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		ServerAddressProvider: n.book,
+		Logger:                hl,
+		Stream:                cfg.RaftLayer,
+		MaxPool:               3,
+		Timeout:               10 * time.Second,
+	})
+	rc := raftConfig(&cfg, n.id, hl)
+	if err := raft.ValidateConfig(rc); err != nil {
+		return nil, fmt.Errorf("raft timing: %w", err)
+	}
+	if err := n.applyStagedRecovery(rc, logs, snaps); err != nil {
+		return nil, err
+	}
+	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.bolt, snaps, n.trans)
+	if err != nil {
+		return nil, fmt.Errorf("starting raft: %w", err)
+	}
+	n.log.Info("raft started", "address", cfg.Advertise, "existing_state", hasState, "fresh_data_dir", dir.Fresh)
+
+	n.peers = newPeerClients(cfg.Dial)
+	n.grpc = grpc.NewServer()
+	peerpb.RegisterPeerServer(n.grpc, &peerServer{n: n})
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.wg.Add(3)
+	go func() {
+		defer n.wg.Done()
+		if err := n.grpc.Serve(cfg.GRPCListener); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			n.log.Debug("peer API stopped", "err", err)
+		}
+	}()
+	go func() { defer n.wg.Done(); n.runCluster(n.ctx) }()
+	go func() { defer n.wg.Done(); n.runLeader(n.ctx) }()
+	ok = true
+	return n, nil
+}
+
+// raftConfig is the raft configuration every member runs with.
+func raftConfig(cfg *Config, id raft.ServerID, logger hclog.Logger) *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.LocalID = id
+	rc.Logger = logger
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.CommitTimeout = cfg.CommitTimeout
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.MaxAppendEntries = 256
+	rc.BatchApplyCh = true
+	// A member removed while it was away must not stop: it notices and
+	// asks to join again (see the cluster loop).
+	rc.ShutdownOnRemove = false
+	return rc
+}
+
+// ID is this member's raft ServerID.
+func (n *Node) ID() raft.ServerID { return n.id }
+
+// Identity is this member's data-dir identity.
+func (n *Node) Identity() Identity { return n.dir.Identity }
+
+// FreshDataDir reports whether the data directory was created by this start.
+func (n *Node) FreshDataDir() bool { return n.dir.Fresh }
+
+// Advertise is the address other members reach this one at.
+func (n *Node) Advertise() string { return n.cfg.Advertise }
+
+// State returns the newest applied state. It never blocks.
+func (n *Node) State() *State { return n.fsm.State() }
+
+// Changed returns a channel closed when a newer state is published.
+func (n *Node) Changed() <-chan struct{} { return n.fsm.Changed() }
+
+// WaitIndex waits until the local state has applied index.
+func (n *Node) WaitIndex(ctx context.Context, index uint64) (*State, error) {
+	return n.fsm.WaitIndex(ctx, index)
+}
+
+// Raft exposes the raft instance for read-only inspection (stats, status).
+func (n *Node) Raft() *raft.Raft { return n.raft }
+
+// Fatal delivers an error after which this node cannot go on (for example a
+// log entry written by a newer bagkeeper). The process should exit.
+func (n *Node) Fatal() <-chan error { return n.fatalCh }
+
+func (n *Node) fail(err error) {
+	n.fatalOnce.Do(func() {
+		n.log.Error("fatal", "err", err)
+		n.fatalCh <- err
+	})
+}
+
+// IsLeader reports whether this member is the raft leader now.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// Leader returns the current leader's id and address, if one is known.
+func (n *Node) Leader() (raft.ServerID, raft.ServerAddress) {
+	addr, id := n.raft.LeaderWithID()
+	return id, addr
+}
+
+// Configuration returns the latest raft configuration.
+func (n *Node) Configuration() (raft.Configuration, error) {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return raft.Configuration{}, err
+	}
+	return f.Configuration(), nil
+}
+
+// hasState reports whether this member holds any raft state.
+func (n *Node) hasState() bool {
+	return n.raft.LastIndex() > 0
+}
+
+// Shutdown stops the node. If it leads, it first hands leadership to
+// another voter so writes resume without waiting for an election. With
+// leave, it then asks the leader to remove it from the configuration
+// (used by pods whose disk does not outlive them).
+func (n *Node) Shutdown(ctx context.Context, leave bool) error {
+	n.shutdownOnce.Do(func() {
+		start := n.cfg.Now()
+		if n.IsLeader() && n.otherVoters() > 0 {
+			if err := n.raft.LeadershipTransfer().Error(); err != nil {
+				n.log.Warn("leadership transfer before shutdown failed", "err", err)
+			} else {
+				n.log.Info("leadership transferred before shutdown", "took", n.cfg.Now().Sub(start))
+			}
+		}
+		if leave {
+			if err := n.leave(ctx); err != nil {
+				n.log.Warn("leaving the cluster failed; the leader removes this member once it is found dead", "err", err)
+			}
+		}
+		n.cancel()
+		n.shutdownErr = n.raft.Shutdown().Error()
+		stopped := make(chan struct{})
+		go func() { n.grpc.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(time.Second):
+			n.grpc.Stop()
+		}
+		n.wg.Wait()
+		n.fsm.Halt()
+		n.peers.close()
+		n.closeStores()
+		n.log.Info("stopped", "took", n.cfg.Now().Sub(start))
+	})
+	return n.shutdownErr
+}
+
+func (n *Node) closeStores() {
+	if n.trans != nil {
+		n.trans.Close()
+	}
+	if n.bolt != nil {
+		n.bolt.Close()
+	}
+	n.dir.Close()
+}
+
+func (n *Node) otherVoters() int {
+	cfg, err := n.Configuration()
+	if err != nil {
+		return 0
+	}
+	c := 0
+	for _, s := range cfg.Servers {
+		if s.ID != n.id && s.Suffrage == raft.Voter {
+			c++
+		}
+	}
+	return c
+}

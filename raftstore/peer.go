@@ -1,0 +1,282 @@
+package raftstore
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/bagkeeper/bagkeeper/raftstore/peerpb"
+	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
+)
+
+// peerServer serves the peer API. Authentication (same application, join
+// token, TLS) has already happened in the connection handshake.
+type peerServer struct {
+	peerpb.UnimplementedPeerServer
+	n *Node
+}
+
+func (s *peerServer) Info(ctx context.Context, _ *peerpb.InfoRequest) (*peerpb.InfoResponse, error) {
+	return s.n.info(), nil
+}
+
+func (n *Node) info() *peerpb.InfoResponse {
+	leaderAddr, leaderID := n.raft.LeaderWithID()
+	r := &peerpb.InfoResponse{
+		ServerId:      string(n.id),
+		App:           n.cfg.App,
+		Address:       n.cfg.Advertise,
+		Pod:           n.dir.Identity.Pod,
+		Incarnation:   n.dir.Identity.Incarnation,
+		HasState:      n.hasState(),
+		RaftState:     n.raft.State().String(),
+		LeaderId:      string(leaderID),
+		LeaderAddress: string(leaderAddr),
+		AppliedIndex:  n.raft.AppliedIndex(),
+		CommitIndex:   n.raft.CommitIndex(),
+		LastIndex:     n.raft.LastIndex(),
+		Term:          n.raft.CurrentTerm(),
+		Version:       n.cfg.Version,
+	}
+	switch {
+	case n.IsLeader():
+		r.LastContactNanos = 0
+	case n.raft.LastContact().IsZero():
+		r.LastContactNanos = -1
+	default:
+		r.LastContactNanos = int64(time.Since(n.raft.LastContact()))
+	}
+	if p := n.proposal.Load(); p != nil {
+		r.BootstrapProposal = *p
+	}
+	if cfg, err := n.Configuration(); err == nil {
+		for _, sv := range cfg.Servers {
+			r.Configuration = append(r.Configuration, &peerpb.Server{Id: string(sv.ID), Address: string(sv.Address), Suffrage: sv.Suffrage.String()})
+		}
+	}
+	return r
+}
+
+func (s *peerServer) Apply(ctx context.Context, req *peerpb.ApplyRequest) (*peerpb.ApplyResponse, error) {
+	n := s.n
+	var cmd storepb.Command
+	if err := proto.Unmarshal(req.GetCommand(), &cmd); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "undecodable command: %v", err)
+	}
+	if cmd.GetVersion() == 0 || cmd.GetVersion() > CommandVersion || hasUnknownOp(&cmd) {
+		return nil, status.Errorf(codes.InvalidArgument, "command version %d or one of its operations is unknown to the leader (version %s): upgrade the leader first", cmd.GetVersion(), n.cfg.Version)
+	}
+	if !n.IsLeader() {
+		if req.GetHops() > 0 {
+			return nil, status.Error(codes.Unavailable, "not the leader")
+		}
+		return s.forwardApply(ctx, req)
+	}
+	res, err := n.applyLocal(ctx, &cmd)
+	if err != nil {
+		return nil, raftStatus(err)
+	}
+	b, err := proto.Marshal(res)
+	if err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &peerpb.ApplyResponse{Result: b}, nil
+}
+
+func (s *peerServer) forwardApply(ctx context.Context, req *peerpb.ApplyRequest) (*peerpb.ApplyResponse, error) {
+	c, err := s.n.leaderClient()
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	return c.Apply(ctx, &peerpb.ApplyRequest{Command: req.GetCommand(), Hops: req.GetHops() + 1})
+}
+
+func (s *peerServer) Join(ctx context.Context, req *peerpb.JoinRequest) (*peerpb.JoinResponse, error) {
+	n := s.n
+	if req.GetApp() != n.cfg.App {
+		return nil, status.Errorf(codes.FailedPrecondition, "member %s serves application %q; this cluster serves %q", req.GetServerId(), req.GetApp(), n.cfg.App)
+	}
+	if req.GetServerId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "join without a server id")
+	}
+	if _, _, err := net.SplitHostPort(req.GetAddress()); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "join from %s: address %q is not host:port", req.GetServerId(), req.GetAddress())
+	}
+	n.book.learn(raft.ServerID(req.GetServerId()), raft.ServerAddress(req.GetAddress()))
+	if !n.IsLeader() {
+		if req.GetHops() > 0 {
+			return nil, status.Error(codes.Unavailable, "not the leader")
+		}
+		c, err := n.leaderClient()
+		if err != nil {
+			return nil, status.Error(codes.Unavailable, err.Error())
+		}
+		fwd := proto.Clone(req).(*peerpb.JoinRequest)
+		fwd.Hops++
+		return c.Join(ctx, fwd)
+	}
+	outcome, err := n.admit(raft.ServerID(req.GetServerId()), raft.ServerAddress(req.GetAddress()))
+	if err != nil {
+		return nil, err
+	}
+	return &peerpb.JoinResponse{Outcome: outcome, LeaderId: string(n.id)}, nil
+}
+
+func (s *peerServer) Leave(ctx context.Context, req *peerpb.LeaveRequest) (*peerpb.LeaveResponse, error) {
+	n := s.n
+	id := raft.ServerID(req.GetServerId())
+	if !n.IsLeader() {
+		if req.GetHops() > 0 {
+			return nil, status.Error(codes.Unavailable, "not the leader")
+		}
+		c, err := n.leaderClient()
+		if err != nil {
+			return nil, status.Error(codes.Unavailable, err.Error())
+		}
+		return c.Leave(ctx, &peerpb.LeaveRequest{ServerId: req.GetServerId(), Hops: req.GetHops() + 1})
+	}
+	if id == n.id {
+		return nil, status.Error(codes.FailedPrecondition, "the leader cannot remove itself; transfer leadership first")
+	}
+	if err := n.raft.RemoveServer(id, 0, 10*time.Second).Error(); err != nil {
+		return nil, raftStatus(err)
+	}
+	n.log.Info("member left", "left", string(id))
+	return &peerpb.LeaveResponse{}, nil
+}
+
+// admit adds a joining member as a non-voter, or updates its address. It
+// runs on the leader. A member that takes over the address of another id,
+// or a newer incarnation of the same pod, supersedes the old entry: the old
+// one can never come back (its disk is gone), and raft refuses duplicate
+// addresses.
+func (n *Node) admit(id raft.ServerID, addr raft.ServerAddress) (string, error) {
+	cfg, err := n.Configuration()
+	if err != nil {
+		return "", raftStatus(err)
+	}
+	for _, s := range cfg.Servers {
+		if s.ID != id {
+			continue
+		}
+		if s.Address == addr {
+			return "already-member", nil
+		}
+		var f raft.IndexFuture
+		if s.Suffrage == raft.Voter {
+			f = n.raft.AddVoter(id, addr, 0, 10*time.Second)
+		} else {
+			f = n.raft.AddNonvoter(id, addr, 0, 10*time.Second)
+		}
+		if err := f.Error(); err != nil {
+			return "", raftStatus(err)
+		}
+		n.log.Info("member address updated", "peer", string(id), "old_address", string(s.Address), "address", string(addr))
+		return "address-updated", nil
+	}
+	for _, s := range cfg.Servers {
+		superseded := PodOf(s.ID) == PodOf(id)
+		if s.Address != addr && !superseded {
+			continue
+		}
+		if s.ID == n.id {
+			return "", status.Errorf(codes.FailedPrecondition, "%s cannot join: the leader %s is alive at the same address or in the same pod", id, n.id)
+		}
+		reason := "its address now belongs to " + string(id)
+		if superseded {
+			reason = "superseded by a newer incarnation of the same pod, " + string(id)
+		}
+		if err := n.raft.RemoveServer(s.ID, 0, 10*time.Second).Error(); err != nil {
+			return "", raftStatus(err)
+		}
+		n.log.Info("member removed", "removed", string(s.ID), "suffrage", s.Suffrage.String(), "reason", reason)
+	}
+	if err := n.raft.AddNonvoter(id, addr, 0, 10*time.Second).Error(); err != nil {
+		return "", raftStatus(err)
+	}
+	n.log.Info("member joined as non-voter", "peer", string(id), "address", string(addr))
+	return "added", nil
+}
+
+// leaderClient returns a peer API client for the current leader.
+func (n *Node) leaderClient() (peerpb.PeerClient, error) {
+	id, addr := n.Leader()
+	if addr == "" {
+		return nil, errNoLeader
+	}
+	if a, err := n.book.ServerAddr(id); err == nil {
+		addr = a
+	}
+	return n.peers.get(string(addr))
+}
+
+// leave asks the leader to remove this member.
+func (n *Node) leave(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for {
+		c, err := n.leaderClient()
+		if err == nil {
+			_, err = c.Leave(ctx, &peerpb.LeaveRequest{ServerId: string(n.id)})
+			if err == nil {
+				n.log.Info("left the cluster")
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last attempt: %v)", ctx.Err(), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// peerClients caches one gRPC connection per peer address. Connections
+// resolve the address again whenever they reconnect.
+type peerClients struct {
+	dial  func(ctx context.Context, addr string) (net.Conn, error)
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+}
+
+func newPeerClients(dial func(ctx context.Context, addr string) (net.Conn, error)) *peerClients {
+	return &peerClients{dial: dial, conns: map[string]*grpc.ClientConn{}}
+}
+
+func (p *peerClients) get(addr string) (peerpb.PeerClient, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.conns == nil {
+		return nil, raft.ErrRaftShutdown
+	}
+	if c, ok := p.conns[addr]; ok {
+		return peerpb.NewPeerClient(c), nil
+	}
+	c, err := grpc.NewClient("passthrough:///"+addr,
+		grpc.WithContextDialer(p.dial),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("peer %s: %w", addr, err)
+	}
+	p.conns[addr] = c
+	return peerpb.NewPeerClient(c), nil
+}
+
+func (p *peerClients) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}

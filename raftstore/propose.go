@@ -1,0 +1,147 @@
+package raftstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/bagkeeper/bagkeeper/raftstore/peerpb"
+	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
+)
+
+// errNoLeader is returned (and retried) while no leader is known.
+var errNoLeader = errors.New("no raft leader is known")
+
+// Apply commits cmd through raft and returns its result once the LOCAL
+// state machine has applied it, so a read right after Apply sees the write
+// (read-your-writes) on any member. A follower forwards the command to the
+// leader over the peer API.
+//
+// When the outcome is uncertain (leadership lost, leader unreachable) the
+// command is retried with the same request id until ctx ends; the state
+// machine applies a request id once, so a retry never applies twice.
+// A command the state machine refused returns its result together with a
+// *CommandError; other errors mean the outcome is unknown.
+func (n *Node) Apply(ctx context.Context, cmd *storepb.Command) (*storepb.Result, error) {
+	if cmd.GetVersion() == 0 {
+		cmd.Version = CommandVersion
+	}
+	if cmd.GetRequestId() == "" {
+		cmd.RequestId = NewRequestID()
+	}
+	backoff := 5 * time.Millisecond
+	for {
+		res, err := n.applyOnce(ctx, cmd)
+		if err == nil {
+			if _, werr := n.fsm.WaitIndex(ctx, res.GetIndex()); werr != nil {
+				return nil, werr
+			}
+			return res, resultError(res)
+		}
+		if !retryable(err) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("command not confirmed: %w (last attempt: %v)", ctx.Err(), err)
+		case <-n.ctx.Done():
+			return nil, raft.ErrRaftShutdown
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 200*time.Millisecond)
+	}
+}
+
+func (n *Node) applyOnce(ctx context.Context, cmd *storepb.Command) (*storepb.Result, error) {
+	if n.IsLeader() {
+		return n.applyLocal(ctx, cmd)
+	}
+	id, addr := n.Leader()
+	if addr == "" {
+		return nil, errNoLeader
+	}
+	if a, err := n.book.ServerAddr(id); err == nil {
+		addr = a
+	}
+	b, err := proto.Marshal(cmd)
+	if err != nil {
+		return nil, err
+	}
+	c, err := n.peers.get(string(addr))
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.Apply(ctx, &peerpb.ApplyRequest{Command: b})
+	if err != nil {
+		return nil, err
+	}
+	var res storepb.Result
+	if err := proto.Unmarshal(resp.GetResult(), &res); err != nil {
+		return nil, fmt.Errorf("leader %s sent an undecodable result: %w", id, err)
+	}
+	return &res, nil
+}
+
+// applyLocal proposes cmd on this member, which must be the leader. The
+// leader's clock is stamped into the command: it is the only time the
+// state machine ever reads.
+func (n *Node) applyLocal(ctx context.Context, cmd *storepb.Command) (*storepb.Result, error) {
+	cmd.TimeUnixNano = n.cfg.Now().UnixNano()
+	b, err := proto.Marshal(cmd)
+	if err != nil {
+		return nil, err
+	}
+	timeout := 10 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+		if timeout <= 0 {
+			return nil, ctx.Err()
+		}
+	}
+	f := n.raft.Apply(b, timeout)
+	if err := f.Error(); err != nil {
+		return nil, err
+	}
+	res, ok := f.Response().(*storepb.Result)
+	if !ok {
+		return nil, fmt.Errorf("state machine returned %T", f.Response())
+	}
+	return res, nil
+}
+
+// retryable reports whether an Apply attempt failed in a way that leaves
+// the outcome to a retry with the same request id.
+func retryable(err error) bool {
+	switch {
+	case errors.Is(err, errNoLeader),
+		errors.Is(err, raft.ErrNotLeader),
+		errors.Is(err, raft.ErrLeadershipLost),
+		errors.Is(err, raft.ErrLeadershipTransferInProgress),
+		errors.Is(err, raft.ErrAbortedByRestore):
+		return true
+	}
+	if s, ok := status.FromError(err); ok {
+		switch s.Code() {
+		case codes.Unavailable, codes.Aborted:
+			return true
+		}
+	}
+	return false
+}
+
+// raftStatus maps a raft error to the gRPC status a forwarding member sees.
+func raftStatus(err error) error {
+	if retryable(err) {
+		return status.Error(codes.Unavailable, err.Error())
+	}
+	if errors.Is(err, raft.ErrRaftShutdown) {
+		return status.Error(codes.Unavailable, "member is shutting down")
+	}
+	return status.Error(codes.Internal, err.Error())
+}
