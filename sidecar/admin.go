@@ -1,0 +1,156 @@
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/bagkeeper/bagkeeper/raftstore"
+	"github.com/bagkeeper/bagkeeper/sidecar/adminpb"
+)
+
+// startAdmin serves the admin API on a Unix socket that only the sidecar's
+// user can use (mode 0600, in a directory the sidecar owns).
+func (s *Sidecar) startAdmin() error {
+	path := s.cfg.AdminSocket
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return fmt.Errorf("admin socket directory: %w", err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("admin socket %s: removing a stale socket: %w", path, err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return fmt.Errorf("admin socket %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return fmt.Errorf("admin socket %s: %w", path, err)
+	}
+	s.adminLn = ln
+	s.adminSrv = grpc.NewServer()
+	adminpb.RegisterAdminServer(s.adminSrv, &adminServer{s: s})
+	go func() { _ = s.adminSrv.Serve(ln) }()
+	return nil
+}
+
+type adminServer struct {
+	adminpb.UnimplementedAdminServer
+	s *Sidecar
+}
+
+func (a *adminServer) Status(ctx context.Context, _ *adminpb.StatusRequest) (*adminpb.StatusResponse, error) {
+	n := a.s.node
+	st := n.State()
+	r := n.Raft()
+	leaderID, _ := n.Leader()
+	resp := &adminpb.StatusResponse{
+		App: st.App(), ClusterId: st.ClusterID(), Self: string(n.ID()), Unit: a.s.Unit(),
+		Leader: string(leaderID), Term: r.CurrentTerm(), CommitIndex: r.CommitIndex(), AppliedIndex: r.AppliedIndex(),
+	}
+	resp.Ready, resp.NotReadyReason = a.s.Ready()
+	members, err := n.ProbeMembers(ctx, 2*time.Second)
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "reading the raft configuration: %v", err)
+	}
+	for _, m := range members {
+		pm := &adminpb.Member{Id: string(m.Server.ID), Address: string(m.Server.Address), Suffrage: m.Server.Suffrage.String(), Leader: m.Server.ID == leaderID}
+		if m.Info != nil {
+			pm.Reachable = true
+			pm.RaftState = m.Info.GetRaftState()
+			pm.AppliedIndex = m.Info.GetAppliedIndex()
+			pm.LastContactNanos = m.Info.GetLastContactNanos()
+			pm.Version = m.Info.GetVersion()
+		} else if m.Err != nil {
+			pm.Error = status.Convert(m.Err).Message()
+		}
+		resp.Members = append(resp.Members, pm)
+	}
+	for _, u := range st.Units() {
+		since := u.Claimed
+		switch u.State {
+		case raftstore.UnitReleased:
+			since = u.Released
+		case raftstore.UnitRemoved:
+			since = u.Removed
+		}
+		resp.Units = append(resp.Units, &adminpb.Unit{Name: u.Name, State: u.State.String(), Member: u.Member, Pod: u.Pod, SinceUnixNano: since.UnixNano(), Reason: u.Reason})
+	}
+	for _, rel := range st.Relations() {
+		resp.Relations = append(resp.Relations, &adminpb.Relation{Id: rel.ID, Key: rel.Key(), Interface: rel.Interface, Peer: rel.Peer, RemoteApp: rel.RemoteApp, RemoteEndpoint: rel.RemoteEndpoint, Bags: int32(len(st.Bags(rel.ID)))})
+	}
+	return resp, nil
+}
+
+func (a *adminServer) GetBags(ctx context.Context, req *adminpb.GetBagsRequest) (*adminpb.GetBagsResponse, error) {
+	st := a.s.node.State()
+	resp := &adminpb.GetBagsResponse{Index: st.Index()}
+	rels := st.Relations()
+	if req.GetRelationId() >= 0 {
+		r, ok := st.Relation(req.GetRelationId())
+		if !ok {
+			return nil, status.Errorf(codes.NotFound, "relation %d not found", req.GetRelationId())
+		}
+		rels = []*raftstore.Relation{r}
+	}
+	for _, r := range rels {
+		for _, b := range st.Bags(r.ID) {
+			if req.GetOwner() != "" && b.Owner != req.GetOwner() {
+				continue
+			}
+			resp.Bags = append(resp.Bags, &adminpb.Bag{RelationId: r.ID, Relation: r.Key(), Owner: b.Owner, Data: b.Data, Revision: b.Revision})
+		}
+	}
+	return resp, nil
+}
+
+func (a *adminServer) SetBag(ctx context.Context, req *adminpb.SetBagRequest) (*adminpb.SetBagResponse, error) {
+	res, err := a.s.node.Apply(ctx, raftstore.NewCommand(raftstore.UpdateBagOp(req.GetRelationId(), req.GetOwner(), req.GetSet(), req.GetDelete()...)))
+	if err != nil {
+		return nil, commandStatus(err)
+	}
+	return &adminpb.SetBagResponse{Index: res.GetIndex()}, nil
+}
+
+func (a *adminServer) EnsureRelation(ctx context.Context, req *adminpb.EnsureRelationRequest) (*adminpb.EnsureRelationResponse, error) {
+	res, err := a.s.node.Apply(ctx, raftstore.NewCommand(raftstore.EnsureRelationOp(req.GetEndpoint(), req.GetInterface(), req.GetPeer(), req.GetRemoteApp(), req.GetRemoteEndpoint())))
+	if err != nil {
+		return nil, commandStatus(err)
+	}
+	return &adminpb.EnsureRelationResponse{RelationId: res.GetOps()[0].GetRelationId()}, nil
+}
+
+func (a *adminServer) RemoveUnit(ctx context.Context, req *adminpb.RemoveUnitRequest) (*adminpb.RemoveUnitResponse, error) {
+	if _, err := a.s.node.Apply(ctx, raftstore.NewCommand(raftstore.RemoveUnitOp(req.GetUnit(), 0, "removed by an operator"))); err != nil {
+		return nil, commandStatus(err)
+	}
+	a.s.log.Info("unit removed by an operator", "unit", req.GetUnit())
+	return &adminpb.RemoveUnitResponse{}, nil
+}
+
+// commandStatus maps a command error onto a gRPC status the CLI can show.
+func commandStatus(err error) error {
+	var ce *raftstore.CommandError
+	if errors.As(err, &ce) {
+		code := codes.FailedPrecondition
+		switch {
+		case errors.Is(err, raftstore.ErrNotFound):
+			code = codes.NotFound
+		case errors.Is(err, raftstore.ErrInvalid), errors.Is(err, raftstore.ErrTooLarge):
+			code = codes.InvalidArgument
+		}
+		return status.Error(code, ce.Msg)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return status.Errorf(codes.DeadlineExceeded, "no answer from the cluster in time (is there a leader?): %v", err)
+	}
+	return status.Error(codes.Unavailable, err.Error())
+}

@@ -1,0 +1,121 @@
+package sidecar
+
+import (
+	"sync"
+
+	gometrics "github.com/armon/go-metrics"
+	gmprom "github.com/armon/go-metrics/prometheus"
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/bagkeeper/bagkeeper/raftstore"
+)
+
+// raft reports its own metrics (commit and apply times, RPC latencies,
+// snapshot sizes ...) through the process-wide go-metrics registry; this
+// sink turns them into Prometheus metrics. One per process.
+var (
+	raftSinkOnce sync.Once
+	raftSink     *gmprom.PrometheusSink
+)
+
+func raftMetricsSink() *gmprom.PrometheusSink {
+	raftSinkOnce.Do(func() {
+		sink, err := gmprom.NewPrometheusSinkFrom(gmprom.PrometheusOpts{})
+		if err != nil {
+			return
+		}
+		conf := gometrics.DefaultConfig("bagkeeper")
+		conf.EnableHostname = false
+		conf.EnableHostnameLabel = false
+		conf.EnableRuntimeMetrics = false
+		conf.EnableServiceLabel = false
+		if _, err := gometrics.NewGlobal(conf, sink); err == nil {
+			raftSink = sink
+		}
+	})
+	return raftSink
+}
+
+type metrics struct {
+	registry *prometheus.Registry
+}
+
+func newMetrics(s *Sidecar) *metrics {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if sink := raftMetricsSink(); sink != nil {
+		reg.MustRegister(sink)
+	}
+	reg.MustRegister(&stateCollector{s: s})
+	return &metrics{registry: reg}
+}
+
+var (
+	descRaftState    = prometheus.NewDesc("bagkeeper_raft_state", "1 for this member's current raft state.", []string{"state"}, nil)
+	descApplied      = prometheus.NewDesc("bagkeeper_raft_applied_index", "Last raft index applied to the state machine.", nil, nil)
+	descCommit       = prometheus.NewDesc("bagkeeper_raft_commit_index", "Last raft index known committed.", nil, nil)
+	descTerm         = prometheus.NewDesc("bagkeeper_raft_term", "Current raft term.", nil, nil)
+	descMembers      = prometheus.NewDesc("bagkeeper_members", "Members in the raft configuration.", []string{"suffrage"}, nil)
+	descUnits        = prometheus.NewDesc("bagkeeper_units", "Units of the application.", []string{"state"}, nil)
+	descRelations    = prometheus.NewDesc("bagkeeper_relations", "Relations of the application.", nil, nil)
+	descReady        = prometheus.NewDesc("bagkeeper_ready", "1 if this pod holds its unit and has caught up.", nil, nil)
+	descUnhealthyMem = prometheus.NewDesc("bagkeeper_members_unhealthy", "Members the leader has not heard from recently (reported by the leader only).", nil, nil)
+)
+
+// stateCollector reads the sidecar's state at scrape time.
+type stateCollector struct{ s *Sidecar }
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descRaftState, descApplied, descCommit, descTerm, descMembers, descUnits, descRelations, descReady, descUnhealthyMem} {
+		ch <- d
+	}
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	n := c.s.node
+	r := n.Raft()
+	cur := r.State()
+	for _, st := range []raft.RaftState{raft.Follower, raft.Candidate, raft.Leader, raft.Shutdown} {
+		v := 0.0
+		if st == cur {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descRaftState, prometheus.GaugeValue, v, st.String())
+	}
+	ch <- prometheus.MustNewConstMetric(descApplied, prometheus.GaugeValue, float64(r.AppliedIndex()))
+	ch <- prometheus.MustNewConstMetric(descCommit, prometheus.GaugeValue, float64(r.CommitIndex()))
+	ch <- prometheus.MustNewConstMetric(descTerm, prometheus.GaugeValue, float64(r.CurrentTerm()))
+	if cfg, err := n.Configuration(); err == nil {
+		counts := map[raft.ServerSuffrage]int{}
+		for _, sv := range cfg.Servers {
+			counts[sv.Suffrage]++
+		}
+		ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(counts[raft.Voter]), "voter")
+		ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(counts[raft.Nonvoter]), "nonvoter")
+	}
+	st := n.State()
+	units := map[raftstore.UnitState]int{}
+	for _, u := range st.Units() {
+		units[u.State]++
+	}
+	for _, us := range []raftstore.UnitState{raftstore.UnitActive, raftstore.UnitReleased, raftstore.UnitRemoved} {
+		ch <- prometheus.MustNewConstMetric(descUnits, prometheus.GaugeValue, float64(units[us]), us.String())
+	}
+	ch <- prometheus.MustNewConstMetric(descRelations, prometheus.GaugeValue, float64(len(st.Relations())))
+	ready := 0.0
+	if ok, _ := c.s.Ready(); ok {
+		ready = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descReady, prometheus.GaugeValue, ready)
+	if h := n.MemberHealth(); h != nil {
+		bad := 0
+		for _, m := range h {
+			if !m.Healthy {
+				bad++
+			}
+		}
+		ch <- prometheus.MustNewConstMetric(descUnhealthyMem, prometheus.GaugeValue, float64(bad))
+	}
+}

@@ -1,0 +1,362 @@
+// Package sidecar is the pod: it works out who the pod is, finds its
+// peers, runs the raft member (raftstore), claims the pod's unit, serves
+// probes, metrics and the admin socket, and shuts all of it down in the
+// right order when the pod stops.
+package sidecar
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/bagkeeper/bagkeeper/raftstore"
+	"github.com/bagkeeper/bagkeeper/raftstore/transport"
+	"github.com/bagkeeper/bagkeeper/sidecar/discovery"
+)
+
+// UnitMode says how a pod gets its unit.
+type UnitMode string
+
+// Unit modes.
+const (
+	// UnitModeAuto uses the ordinal when the pod name is "<app>-<N>" (a
+	// StatefulSet pod) and claims otherwise.
+	UnitModeAuto UnitMode = "auto"
+	// UnitModeOrdinal requires the pod name to end in "-<N>" and takes unit app/N.
+	UnitModeOrdinal UnitMode = "ordinal"
+	// UnitModeClaim claims a released unit, oldest first, or a new one.
+	UnitModeClaim UnitMode = "claim"
+)
+
+// Config is everything `bagkeeper run` is told.
+type Config struct {
+	App     string
+	Pod     string
+	DataDir string
+
+	// Bind is the listen address of the raft and peer port; Advertise is
+	// the host:port peers dial (a DNS name where the platform gives one).
+	Bind      string
+	Advertise string
+	// HTTPBind serves /healthz, /readyz and /metrics.
+	HTTPBind string
+	// AdminSocket is the Unix socket of the admin API (default
+	// <data-dir>/admin.sock).
+	AdminSocket string
+
+	// Discovery sources; any combination.
+	Peers       []string // static list
+	PeersFile   string
+	DNSName     string // A/AAAA records, paired with the advertise port
+	DNSSRV      string // full SRV name
+	DNSResolver string // host:port of a DNS server to ask instead of the system's
+
+	BootstrapExpect int
+	Voters          int
+
+	// Security of the peer port.
+	JoinToken []byte
+	TLS       *transport.TLSFiles
+	Insecure  bool
+
+	UnitMode UnitMode
+	// UnitReleaseAfter: the leader releases the unit of a member it has not
+	// heard from for this long.
+	UnitReleaseAfter time.Duration
+	// UnitRemoveAfter: a released unit unclaimed for this long is removed.
+	UnitRemoveAfter time.Duration
+	// LeaveOnStop: on graceful stop, also leave the raft configuration.
+	// Default (nil): leave when the pod has no ordinal (its disk will not
+	// come back), stay otherwise.
+	LeaveOnStop *bool
+
+	// Raft and membership tuning, passed to raftstore.
+	Raft raftstore.Config
+
+	Logger  *slog.Logger
+	Version string
+	Now     func() time.Time
+}
+
+var ordinalRE = regexp.MustCompile(`^(.+)-(0|[1-9][0-9]*)$`)
+
+// PodOrdinal returns the ordinal of a StatefulSet pod named "<app>-<N>" of
+// application app, or -1.
+func PodOrdinal(pod, app string) int64 {
+	m := ordinalRE.FindStringSubmatch(pod)
+	if m == nil || m[1] != app {
+		return -1
+	}
+	n, err := strconv.ParseInt(m[2], 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+func (c *Config) validate() error {
+	if !raftstore.ValidAppName(c.App) {
+		return fmt.Errorf("--app %q is not a valid application name (lower-case letters, digits and hyphens, starting with a letter)", c.App)
+	}
+	if c.Pod == "" {
+		return errors.New("--pod-name is empty and the host name is unknown")
+	}
+	if c.DataDir == "" {
+		return errors.New("--data-dir is required")
+	}
+	if len(c.JoinToken) == 0 && c.TLS == nil && !c.Insecure {
+		return errors.New("the peer port needs protection: give --tls-cert/--tls-key/--tls-ca, or a --join-token, or accept plaintext with --insecure")
+	}
+	switch c.UnitMode {
+	case "":
+		c.UnitMode = UnitModeAuto
+	case UnitModeAuto, UnitModeClaim:
+	case UnitModeOrdinal:
+		if ordinalRE.FindStringSubmatch(c.Pod) == nil {
+			return fmt.Errorf("--unit-mode=ordinal needs a pod name ending in -<number>, got %q", c.Pod)
+		}
+	default:
+		return fmt.Errorf("--unit-mode must be auto, ordinal or claim, got %q", c.UnitMode)
+	}
+	if c.AdminSocket == "" {
+		c.AdminSocket = filepath.Join(c.DataDir, "admin.sock")
+	}
+	if c.UnitReleaseAfter <= 0 {
+		c.UnitReleaseAfter = 5 * time.Minute
+	}
+	if c.UnitRemoveAfter <= 0 {
+		c.UnitRemoveAfter = 10 * time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return nil
+}
+
+// ordinal returns the ordinal this pod claims its unit by, or -1.
+func (c *Config) ordinal() int64 {
+	switch c.UnitMode {
+	case UnitModeClaim:
+		return -1
+	case UnitModeOrdinal:
+		m := ordinalRE.FindStringSubmatch(c.Pod)
+		n, _ := strconv.ParseInt(m[2], 10, 64)
+		return n
+	}
+	return PodOrdinal(c.Pod, c.App)
+}
+
+// Sidecar is a running bagkeeper sidecar.
+type Sidecar struct {
+	cfg   Config
+	log   *slog.Logger
+	ln    *transport.Listener
+	node  *raftstore.Node
+	disco *discovery.Multi
+	file  *discovery.File
+
+	unit     atomic.Value // string: the unit this pod holds, "" until claimed
+	unitLost atomic.Value // string: why the unit is gone, if it is
+
+	httpSrv  *http.Server
+	httpLn   net.Listener
+	adminSrv *grpc.Server
+	adminLn  net.Listener
+	metrics  *metrics
+
+	wg sync.WaitGroup
+}
+
+// Start brings the sidecar up: it returns once the raft member and every
+// server are running. The unit is claimed in the background as soon as
+// the cluster can take writes; Ready reports when that has happened.
+func Start(cfg Config) (*Sidecar, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Sidecar{cfg: cfg, log: cfg.Logger.With("app", cfg.App, "pod", cfg.Pod)}
+	s.unit.Store("")
+	s.unitLost.Store("")
+	ok := false
+	defer func() {
+		if !ok {
+			if s.node != nil {
+				_ = s.node.Shutdown(context.Background(), false)
+			}
+			s.closeServers()
+		}
+	}()
+	if cfg.Advertise == "" {
+		return nil, errors.New("--advertise is required (the host:port peers dial to reach this pod)")
+	}
+	var err error
+	s.ln, err = transport.Listen(cfg.Bind, cfg.Advertise, transport.Config{App: cfg.App, Token: cfg.JoinToken, TLS: cfg.TLS, Logger: s.log})
+	if err != nil {
+		return nil, fmt.Errorf("peer port: %w", err)
+	}
+	if err := s.startDiscovery(); err != nil {
+		return nil, err
+	}
+	rc := cfg.Raft
+	rc.App, rc.Pod, rc.DataDir, rc.Advertise = cfg.App, cfg.Pod, cfg.DataDir, cfg.Advertise
+	rc.RaftLayer, rc.GRPCListener, rc.Dial = s.ln.RaftLayer(), s.ln.GRPCListener(), s.ln.Dialer()
+	rc.Discover = s.disco.Lookup
+	rc.DiscoverChanged = s.discoChanged()
+	rc.Logger, rc.Version, rc.Now = cfg.Logger.With("app", cfg.App), cfg.Version, cfg.Now
+	s.node, err = raftstore.Open(rc)
+	if err != nil {
+		return nil, err
+	}
+	s.log = s.log.With("member", string(s.node.ID()))
+	s.metrics = newMetrics(s)
+	if err := s.startHTTP(); err != nil {
+		return nil, err
+	}
+	if err := s.startAdmin(); err != nil {
+		return nil, err
+	}
+	ok = true
+	return s, nil
+}
+
+// Run starts the sidecar and runs it until ctx ends (the pod is being
+// stopped), then shuts it down gracefully.
+func Run(ctx context.Context, cfg Config) error {
+	s, err := Start(cfg)
+	if err != nil {
+		return err
+	}
+	return s.Serve(ctx)
+}
+
+// Serve runs the sidecar's loops until ctx ends or the raft member fails,
+// then shuts down gracefully.
+func (s *Sidecar) Serve(ctx context.Context) error {
+	loops, cancel := context.WithCancel(context.Background())
+	s.wg.Add(2)
+	go func() { defer s.wg.Done(); s.claimLoop(loops) }()
+	go func() { defer s.wg.Done(); s.reapLoop(loops) }()
+	var fatal error
+	select {
+	case <-ctx.Done():
+	case fatal = <-s.node.Fatal():
+	}
+	cancel()
+	s.wg.Wait()
+	err := s.shutdown(fatal == nil)
+	if fatal != nil {
+		return fatal
+	}
+	return err
+}
+
+// Node returns the raft member.
+func (s *Sidecar) Node() *raftstore.Node { return s.node }
+
+// Unit returns the unit this pod holds ("" until claimed).
+func (s *Sidecar) Unit() string { return s.unit.Load().(string) }
+
+func (s *Sidecar) startDiscovery() error {
+	var sources []discovery.Source
+	if len(s.cfg.Peers) > 0 {
+		st, err := discovery.NewStatic(s.cfg.Peers)
+		if err != nil {
+			return fmt.Errorf("--peers: %w", err)
+		}
+		sources = append(sources, st)
+	}
+	var dnsOpts []discovery.DNSOption
+	if s.cfg.DNSResolver != "" {
+		dnsOpts = append(dnsOpts, discovery.WithResolverAddr(s.cfg.DNSResolver))
+	}
+	if s.cfg.DNSName != "" {
+		_, portStr, _ := net.SplitHostPort(s.cfg.Advertise)
+		port, err := strconv.Atoi(portStr)
+		if err != nil {
+			return fmt.Errorf("--advertise %q has no numeric port for --discovery-dns", s.cfg.Advertise)
+		}
+		sources = append(sources, discovery.NewDNSA(s.cfg.DNSName, port, dnsOpts...))
+	}
+	if s.cfg.DNSSRV != "" {
+		sources = append(sources, discovery.NewDNSSRV(s.cfg.DNSSRV, dnsOpts...))
+	}
+	if s.cfg.PeersFile != "" {
+		f, err := discovery.NewFile(s.cfg.PeersFile, s.log)
+		if err != nil {
+			return fmt.Errorf("--peers-file: %w", err)
+		}
+		s.file = f
+		sources = append(sources, f)
+	}
+	s.disco = discovery.NewMulti(sources...)
+	return nil
+}
+
+func (s *Sidecar) discoChanged() <-chan struct{} {
+	if s.file == nil {
+		return nil
+	}
+	return s.file.Changes()
+}
+
+// shutdown stops everything in order: release the unit (so another pod
+// may claim it), hand over leadership, leave if asked, then close.
+func (s *Sidecar) shutdown(graceful bool) error {
+	start := s.cfg.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if graceful {
+		if u := s.Unit(); u != "" {
+			rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := s.node.Apply(rctx, raftstore.NewCommand(raftstore.ReleaseUnitOp(u, string(s.node.ID()), "pod stopped")))
+			rcancel()
+			if err != nil {
+				s.log.Warn("could not release the unit; the leader releases it once this member stays unreachable", "unit", u, "err", err)
+			} else {
+				s.log.Info("unit released", "unit", u)
+			}
+		}
+	}
+	leave := s.cfg.ordinal() < 0
+	if s.cfg.LeaveOnStop != nil {
+		leave = *s.cfg.LeaveOnStop
+	}
+	err := s.node.Shutdown(ctx, graceful && leave)
+	s.closeServers()
+	s.log.Info("sidecar stopped", "took", s.cfg.Now().Sub(start).String())
+	return err
+}
+
+func (s *Sidecar) closeServers() {
+	if s.adminSrv != nil {
+		s.adminSrv.Stop()
+	}
+	if s.adminLn != nil {
+		s.adminLn.Close()
+		os.Remove(s.cfg.AdminSocket)
+	}
+	if s.httpSrv != nil {
+		s.httpSrv.Close()
+	}
+	if s.file != nil {
+		s.file.Close()
+	}
+	if s.ln != nil {
+		s.ln.Close()
+	}
+}
