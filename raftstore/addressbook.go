@@ -13,8 +13,11 @@ import (
 // is updated — and a cluster whose members ALL came back on new addresses
 // can still elect a leader, which the configuration alone cannot do.
 //
-// Entries come from the members themselves (a peer's Info answer, a join
-// request) — never from a guess.
+// Each round of the cluster loop rebuilds the book from the configuration,
+// overridden by what members said of themselves in that round (a peer's
+// Info answer); a join request updates it at once. So an entry is never
+// older than one round, and an id always resolves (raft logs a warning on
+// every dial it cannot resolve).
 type addressBook struct {
 	mu    sync.RWMutex
 	addrs map[raft.ServerID]raft.ServerAddress
@@ -33,6 +36,13 @@ func (b *addressBook) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
 		return a, nil
 	}
 	return "", fmt.Errorf("no address learned for %s", id)
+}
+
+// replace swaps in a freshly built book.
+func (b *addressBook) replace(addrs map[raft.ServerID]raft.ServerAddress) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.addrs = addrs
 }
 
 // learn records that id answers at addr. An address moves to its newest

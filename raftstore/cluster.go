@@ -27,7 +27,7 @@ func (n *Node) runCluster(ctx context.Context) {
 		wait := n.cfg.JoinInterval
 		if n.registered.Load() && n.hasLeader() {
 			// Settled: only refresh addresses now and then.
-			wait = 10 * n.cfg.JoinInterval
+			wait = 5 * n.cfg.JoinInterval
 		}
 		wait += time.Duration(rand.Int64N(int64(wait/4) + 1))
 		select {
@@ -53,9 +53,7 @@ type peerInfo struct {
 func (n *Node) clusterStep(ctx context.Context) {
 	addrs := n.candidateAddrs(ctx)
 	infos := n.probe(ctx, addrs)
-	for _, p := range infos {
-		n.book.learn(raft.ServerID(p.info.GetServerId()), raft.ServerAddress(p.addr))
-	}
+	n.refreshBook(infos)
 	if !n.hasState() {
 		n.bootstrapOrJoin(ctx, infos)
 		return
@@ -69,6 +67,30 @@ func (n *Node) clusterStep(ctx context.Context) {
 	if !n.registered.Load() {
 		n.register(ctx, infos)
 	}
+}
+
+// refreshBook rebuilds the address book: configured addresses, overridden
+// by where members answered this round.
+func (n *Node) refreshBook(infos []peerInfo) {
+	book := map[raft.ServerID]raft.ServerAddress{n.id: raft.ServerAddress(n.cfg.Advertise)}
+	if cfg, err := n.Configuration(); err == nil {
+		for _, s := range cfg.Servers {
+			book[s.ID] = s.Address
+		}
+	}
+	taken := map[raft.ServerAddress]raft.ServerID{}
+	for _, p := range infos {
+		id, addr := raft.ServerID(p.info.GetServerId()), raft.ServerAddress(p.addr)
+		book[id] = addr
+		taken[addr] = id
+	}
+	// A configured address that now answers as someone else is stale.
+	for id, addr := range book {
+		if owner, ok := taken[addr]; ok && owner != id {
+			delete(book, id)
+		}
+	}
+	n.book.replace(book)
 }
 
 // candidateAddrs returns discovered addresses plus the addresses in the
@@ -168,7 +190,7 @@ func (n *Node) bootstrapOrJoin(ctx context.Context, infos []peerInfo) {
 	}
 	expect := n.cfg.BootstrapExpect
 	if expect == 0 {
-		n.log.Info("waiting for a cluster to join", "peers_found", len(infos))
+		n.logThrottled("wait-join", "waiting for a cluster to join", "peers_found", len(infos))
 		return
 	}
 	self := &peerpb.Server{Id: string(n.id), Address: n.cfg.Advertise, Suffrage: raft.Voter.String()}
@@ -178,7 +200,7 @@ func (n *Node) bootstrapOrJoin(ctx context.Context, infos []peerInfo) {
 	}
 	if len(candidates) < expect {
 		n.proposal.Store(nil)
-		n.log.Info("waiting for bootstrap peers", "found", len(candidates), "expect", expect)
+		n.logThrottled("wait-bootstrap", "waiting for bootstrap peers", "found", len(candidates), "expect", expect)
 		return
 	}
 	sort.Slice(candidates, func(i, j int) bool { return candidates[i].GetId() < candidates[j].GetId() })
@@ -201,7 +223,7 @@ func (n *Node) bootstrapOrJoin(ctx context.Context, infos []peerInfo) {
 			continue
 		}
 		if !sameServers(byID[s.GetId()].GetBootstrapProposal(), proposal) {
-			n.log.Info("bootstrap proposed, waiting for peers to agree", "proposal", serverIDs(proposal))
+			n.logThrottled("wait-agree", "bootstrap proposed, waiting for peers to agree", "proposal", serverIDs(proposal))
 			return
 		}
 	}
@@ -273,7 +295,7 @@ func (n *Node) register(ctx context.Context, peers []peerInfo) {
 		return
 	}
 	if lastErr != nil {
-		n.log.Info("join not accepted yet", "err", lastErr)
+		n.logThrottled("join", "join not accepted yet", "err", lastErr)
 	}
 }
 
@@ -312,4 +334,20 @@ func (n *Node) ProbeMembers(ctx context.Context, timeout time.Duration) ([]Membe
 	}
 	wg.Wait()
 	return out, nil
+}
+
+// logThrottled logs at info level at most every 10 seconds per key, and at
+// debug level in between, so a loop waiting for peers stays readable.
+func (n *Node) logThrottled(key, msg string, args ...any) {
+	now := n.cfg.Now()
+	n.throttleMu.Lock()
+	last, seen := n.throttle[key]
+	if !seen || now.Sub(last) >= 10*time.Second {
+		n.throttle[key] = now
+		n.throttleMu.Unlock()
+		n.log.Info(msg, args...)
+		return
+	}
+	n.throttleMu.Unlock()
+	n.log.Debug(msg, args...)
 }

@@ -174,6 +174,9 @@ type Node struct {
 	registered atomic.Bool
 	health     *healthTracker
 
+	throttleMu sync.Mutex
+	throttle   map[string]time.Time
+
 	fatalOnce sync.Once
 	fatalCh   chan error
 
@@ -195,7 +198,7 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, dir: dir, id: dir.Identity.ServerID(), book: newAddressBook(), fatalCh: make(chan error, 1)}
+	n := &Node{cfg: cfg, dir: dir, id: dir.Identity.ServerID(), book: newAddressBook(), fatalCh: make(chan error, 1), throttle: map[string]time.Time{}}
 	n.log = cfg.Logger.With("member", string(n.id))
 	n.fsm = NewFSM(n.fail)
 	n.health = newHealthTracker()

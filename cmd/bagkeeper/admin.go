@@ -1,0 +1,470 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/bagkeeper/bagkeeper/sidecar/adminpb"
+)
+
+// adminFlags are the flags every admin command shares.
+type adminFlags struct {
+	socket  string
+	dataDir string
+	timeout time.Duration
+	format  string
+}
+
+func (a *adminFlags) register(fs *cmdFlags, formats string) {
+	fs.StringVar(&a.socket, "admin-socket", "", "Unix socket `path` of the sidecar's admin API (default <data-dir>/admin.sock)")
+	fs.StringVar(&a.dataDir, "data-dir", defaultDataDir, "the sidecar's data `dir`, to find its admin socket")
+	fs.DurationVar(&a.timeout, "timeout", 10*time.Second, "give up after this `long`")
+	if formats != "" {
+		fs.StringVar(&a.format, "format", strings.Split(formats, "|")[0], "output `format`: "+formats)
+	}
+}
+
+func (a *adminFlags) dial() (adminpb.AdminClient, func(), error) {
+	path := a.socket
+	if path == "" {
+		path = filepath.Join(a.dataDir, "admin.sock")
+	}
+	conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, nil, fmt.Errorf("admin socket %s: %w", path, err)
+	}
+	return adminpb.NewAdminClient(conn), func() { conn.Close() }, nil
+}
+
+func (a *adminFlags) call(fn func(ctx context.Context, c adminpb.AdminClient) error) error {
+	c, closeFn, err := a.dial()
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	ctx, cancel := context.WithTimeout(context.Background(), a.timeout)
+	defer cancel()
+	if err := fn(ctx, c); err != nil {
+		return friendly(err, a)
+	}
+	return nil
+}
+
+// friendly turns a gRPC error into what an operator needs to read.
+func friendly(err error, a *adminFlags) error {
+	s, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	msg := s.Message()
+	if strings.Contains(msg, "connect: no such file") || strings.Contains(msg, "connect: connection refused") {
+		path := a.socket
+		if path == "" {
+			path = filepath.Join(a.dataDir, "admin.sock")
+		}
+		return fmt.Errorf("no sidecar answers at %s: is `bagkeeper run` running with this --data-dir or --admin-socket?", path)
+	}
+	if strings.Contains(msg, "permission denied") {
+		return fmt.Errorf("%s (the admin socket is only for the sidecar's own user)", msg)
+	}
+	return fmt.Errorf("%s", msg)
+}
+
+func checkFormat(format string, allowed ...string) error {
+	for _, a := range allowed {
+		if format == a {
+			return nil
+		}
+	}
+	return usageErrorf("--format must be one of %s, got %q", strings.Join(allowed, ", "), format)
+}
+
+const statusUsage = `Usage: bagkeeper status [flags]
+
+Shows the application's raft group as this pod's sidecar sees it: every
+member with its suffrage, address, raft state, applied index and last contact
+with the leader (each member is asked), every unit with its holder and state,
+and every relation.`
+
+func cmdStatus(e *env, args []string) error {
+	var a adminFlags
+	fs := newFlagSet("status", statusUsage)
+	a.register(fs, "table|json")
+	rest, err := parse(e, fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usageErrorf("unexpected arguments %q", rest)
+	}
+	if err := checkFormat(a.format, "table", "json"); err != nil {
+		return err
+	}
+	return a.call(func(ctx context.Context, c adminpb.AdminClient) error {
+		st, err := c.Status(ctx, &adminpb.StatusRequest{})
+		if err != nil {
+			return err
+		}
+		if a.format == "json" {
+			return writeJSON(e.stdout, statusJSON(st))
+		}
+		printStatus(e.stdout, st, time.Now())
+		return nil
+	})
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// statusJSON is the stable JSON shape of `status --format=json`.
+func statusJSON(st *adminpb.StatusResponse) map[string]any {
+	members := []map[string]any{}
+	for _, m := range st.GetMembers() {
+		mm := map[string]any{
+			"id": m.GetId(), "address": m.GetAddress(), "suffrage": strings.ToLower(m.GetSuffrage()),
+			"leader": m.GetLeader(), "reachable": m.GetReachable(),
+		}
+		if m.GetReachable() {
+			mm["raft_state"] = m.GetRaftState()
+			mm["applied_index"] = m.GetAppliedIndex()
+			if lc := m.GetLastContactNanos(); lc >= 0 {
+				mm["last_contact_seconds"] = time.Duration(lc).Seconds()
+			}
+			mm["version"] = m.GetVersion()
+		} else {
+			mm["error"] = m.GetError()
+		}
+		members = append(members, mm)
+	}
+	units := []map[string]any{}
+	for _, u := range st.GetUnits() {
+		units = append(units, map[string]any{
+			"name": u.GetName(), "state": u.GetState(), "member": u.GetMember(), "pod": u.GetPod(),
+			"since": time.Unix(0, u.GetSinceUnixNano()).UTC().Format(time.RFC3339), "reason": u.GetReason(),
+		})
+	}
+	relations := []map[string]any{}
+	for _, r := range st.GetRelations() {
+		relations = append(relations, map[string]any{
+			"id": r.GetId(), "key": r.GetKey(), "interface": r.GetInterface(), "peer": r.GetPeer(),
+			"remote_app": r.GetRemoteApp(), "remote_endpoint": r.GetRemoteEndpoint(), "bags": r.GetBags(),
+		})
+	}
+	return map[string]any{
+		"app": st.GetApp(), "cluster_id": st.GetClusterId(), "self": st.GetSelf(), "unit": st.GetUnit(),
+		"leader": st.GetLeader(), "term": st.GetTerm(), "commit_index": st.GetCommitIndex(), "applied_index": st.GetAppliedIndex(),
+		"ready": st.GetReady(), "not_ready_reason": st.GetNotReadyReason(),
+		"members": members, "units": units, "relations": relations,
+	}
+}
+
+func printStatus(w io.Writer, st *adminpb.StatusResponse, now time.Time) {
+	ready := "ready"
+	if !st.GetReady() {
+		ready = "not ready: " + st.GetNotReadyReason()
+	}
+	leader := st.GetLeader()
+	if leader == "" {
+		leader = "(none known)"
+	}
+	fmt.Fprintf(w, "Application %s   cluster %s   term %d   applied %d of %d\n", st.GetApp(), st.GetClusterId(), st.GetTerm(), st.GetAppliedIndex(), st.GetCommitIndex())
+	fmt.Fprintf(w, "This pod     %s holding %s, %s\n", st.GetSelf(), orDash(st.GetUnit()), ready)
+	fmt.Fprintf(w, "Leader       %s\n\n", leader)
+
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MEMBER\tSUFFRAGE\tADDRESS\tSTATE\tAPPLIED\tLAST CONTACT")
+	for _, m := range st.GetMembers() {
+		state, applied, contact := "unreachable", "-", "-"
+		if m.GetReachable() {
+			state, applied = m.GetRaftState(), strconv.FormatUint(m.GetAppliedIndex(), 10)
+			switch lc := m.GetLastContactNanos(); {
+			case m.GetLeader():
+				contact = "(leader)"
+			case lc < 0:
+				contact = "never"
+			default:
+				contact = roundDuration(time.Duration(lc)) + " ago"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.GetId(), strings.ToLower(m.GetSuffrage()), m.GetAddress(), state, applied, contact)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "UNIT\tSTATE\tHOLDER\tSINCE\tREASON")
+	units := st.GetUnits()
+	sort.SliceStable(units, func(i, j int) bool { return unitNumber(units[i].GetName()) < unitNumber(units[j].GetName()) })
+	for _, u := range units {
+		since := time.Unix(0, u.GetSinceUnixNano())
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s ago\t%s\n", u.GetName(), u.GetState(), u.GetMember(), roundDuration(now.Sub(since)), orDash(u.GetReason()))
+	}
+	if len(units) == 0 {
+		fmt.Fprintln(tw, "(none)\t\t\t\t")
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RELATION\tINTERFACE\tREMOTE\tBAGS")
+	for _, r := range st.GetRelations() {
+		remote := "(peer)"
+		if !r.GetPeer() {
+			remote = r.GetRemoteApp() + ":" + r.GetRemoteEndpoint()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", r.GetKey(), orDash(r.GetInterface()), remote, r.GetBags())
+	}
+	if len(st.GetRelations()) == 0 {
+		fmt.Fprintln(tw, "(none)\t\t\t")
+	}
+	tw.Flush()
+}
+
+func unitNumber(name string) int64 {
+	i := strings.LastIndexByte(name, '/')
+	n, _ := strconv.ParseInt(name[i+1:], 10, 64)
+	return n
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func roundDuration(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
+const bagsUsage = `Usage: bagkeeper bags [flags] [OWNER]
+       bagkeeper bags set --relation REL OWNER key=value ... [key= ...]
+
+Reads relation data bags from this pod's sidecar (its local copy of the
+replicated state). OWNER is a unit (app/0) or an application name; without
+it every bag is shown. --relation takes an id (3) or endpoint:id (peers:3).
+
+'bags set' writes keys of one bag through raft, as an operator's repair
+tool; 'key=' deletes a key. Charms write their bags with relation-set.`
+
+func cmdBags(e *env, args []string) error {
+	if len(args) > 0 && args[0] == "set" {
+		return cmdBagsSet(e, args[1:])
+	}
+	var a adminFlags
+	var rel string
+	fs := newFlagSet("bags", bagsUsage)
+	a.register(fs, "yaml|json")
+	fs.StringVar(&rel, "relation", "", "only this relation: `id` or endpoint:id")
+	rest, err := parse(e, fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 1 {
+		return usageErrorf("expected at most one OWNER, got %q", rest)
+	}
+	if err := checkFormat(a.format, "yaml", "json"); err != nil {
+		return err
+	}
+	relID := int64(-1)
+	if rel != "" {
+		if relID, err = parseRelation(rel); err != nil {
+			return err
+		}
+	}
+	owner := ""
+	if len(rest) == 1 {
+		owner = rest[0]
+	}
+	return a.call(func(ctx context.Context, c adminpb.AdminClient) error {
+		resp, err := c.GetBags(ctx, &adminpb.GetBagsRequest{RelationId: relID, Owner: owner})
+		if err != nil {
+			return err
+		}
+		out := map[string]map[string]map[string]string{}
+		for _, b := range resp.GetBags() {
+			if out[b.GetRelation()] == nil {
+				out[b.GetRelation()] = map[string]map[string]string{}
+			}
+			data := b.GetData()
+			if data == nil {
+				data = map[string]string{}
+			}
+			out[b.GetRelation()][b.GetOwner()] = data
+		}
+		if a.format == "json" {
+			return writeJSON(e.stdout, out)
+		}
+		if len(out) == 0 {
+			fmt.Fprintln(e.stdout, "{}")
+			return nil
+		}
+		enc := yaml.NewEncoder(e.stdout)
+		enc.SetIndent(2)
+		return enc.Encode(out)
+	})
+}
+
+// parseRelation accepts "3" or "endpoint:3"; as in Juju, only the part
+// after the last colon counts.
+func parseRelation(s string) (int64, error) {
+	idPart := s
+	if i := strings.LastIndexByte(s, ':'); i >= 0 {
+		idPart = s[i+1:]
+	}
+	id, err := strconv.ParseInt(idPart, 10, 64)
+	if err != nil || id < 0 {
+		return 0, usageErrorf("--relation %q: expected an id or endpoint:id", s)
+	}
+	return id, nil
+}
+
+func cmdBagsSet(e *env, args []string) error {
+	var a adminFlags
+	var rel string
+	fs := newFlagSet("bags set", bagsUsage)
+	a.register(fs, "")
+	fs.StringVar(&rel, "relation", "", "the relation: `id` or endpoint:id (required)")
+	rest, err := parse(e, fs, args)
+	if err != nil {
+		return err
+	}
+	if rel == "" {
+		return usageErrorf("--relation is required")
+	}
+	relID, err := parseRelation(rel)
+	if err != nil {
+		return err
+	}
+	if len(rest) < 2 {
+		return usageErrorf("expected OWNER and at least one key=value")
+	}
+	set, del := map[string]string{}, []string{}
+	seen := map[string]bool{}
+	for _, kv := range rest[1:] {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return usageErrorf("expected \"key=value\", got %q", kv)
+		}
+		if seen[k] {
+			return usageErrorf("key %q specified more than once", k)
+		}
+		seen[k] = true
+		if v == "" {
+			del = append(del, k)
+		} else {
+			set[k] = v
+		}
+	}
+	return a.call(func(ctx context.Context, c adminpb.AdminClient) error {
+		resp, err := c.SetBag(ctx, &adminpb.SetBagRequest{RelationId: relID, Owner: rest[0], Set: set, Delete: del})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "committed at raft index %d\n", resp.GetIndex())
+		return nil
+	})
+}
+
+const relationUsage = `Usage: bagkeeper relation ensure --endpoint NAME [--interface NAME] (--peer | --remote-app APP --remote-endpoint NAME)
+
+Creates a relation unless one with the same endpoint and remote side exists,
+and prints its key (endpoint:id). The unit agent creates peer relations from
+the charm's metadata itself; this command is for operators and demos.`
+
+func cmdRelation(e *env, args []string) error {
+	if len(args) == 0 || args[0] != "ensure" {
+		if len(args) > 0 && (args[0] == "--help" || args[0] == "-h") {
+			fmt.Fprintln(e.stdout, relationUsage)
+			return nil
+		}
+		return usageErrorf("expected 'relation ensure'")
+	}
+	var a adminFlags
+	var endpoint, iface, remoteApp, remoteEndpoint string
+	var peer bool
+	fs := newFlagSet("relation ensure", relationUsage)
+	a.register(fs, "")
+	fs.StringVar(&endpoint, "endpoint", "", "this application's endpoint `name`")
+	fs.StringVar(&iface, "interface", "", "interface `name`")
+	fs.BoolVar(&peer, "peer", false, "a peer relation (among this application's units)")
+	fs.StringVar(&remoteApp, "remote-app", "", "the other application's `name`")
+	fs.StringVar(&remoteEndpoint, "remote-endpoint", "", "the other application's endpoint `name`")
+	rest, err := parse(e, fs, args[1:])
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usageErrorf("unexpected arguments %q", rest)
+	}
+	if endpoint == "" {
+		return usageErrorf("--endpoint is required")
+	}
+	if peer == (remoteApp != "") {
+		return usageErrorf("give either --peer or --remote-app with --remote-endpoint")
+	}
+	return a.call(func(ctx context.Context, c adminpb.AdminClient) error {
+		resp, err := c.EnsureRelation(ctx, &adminpb.EnsureRelationRequest{Endpoint: endpoint, Interface: iface, Peer: peer, RemoteApp: remoteApp, RemoteEndpoint: remoteEndpoint})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "%s:%d\n", endpoint, resp.GetRelationId())
+		return nil
+	})
+}
+
+const unitUsage = `Usage: bagkeeper unit remove UNIT
+
+Removes a unit at once (for example after scaling down): its charm state
+goes, its relation bags stay readable while their relations exist, and its
+number is never given to another pod without an ordinal. Units otherwise
+leave only after being released and unclaimed for --unit-remove-after.`
+
+func cmdUnit(e *env, args []string) error {
+	if len(args) == 0 || args[0] != "remove" {
+		if len(args) > 0 && (args[0] == "--help" || args[0] == "-h") {
+			fmt.Fprintln(e.stdout, unitUsage)
+			return nil
+		}
+		return usageErrorf("expected 'unit remove UNIT'")
+	}
+	var a adminFlags
+	fs := newFlagSet("unit remove", unitUsage)
+	a.register(fs, "")
+	rest, err := parse(e, fs, args[1:])
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 {
+		return usageErrorf("expected exactly one UNIT (like app/3), got %q", rest)
+	}
+	return a.call(func(ctx context.Context, c adminpb.AdminClient) error {
+		if _, err := c.RemoveUnit(ctx, &adminpb.RemoveUnitRequest{Unit: rest[0]}); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "unit %s removed\n", rest[0])
+		return nil
+	})
+}

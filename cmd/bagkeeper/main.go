@@ -1,0 +1,125 @@
+// Command bagkeeper is the bagkeeper sidecar and its admin tool.
+//
+//	bagkeeper run            run the sidecar
+//	bagkeeper status         show members, units and relations
+//	bagkeeper bags           read relation data bags
+//	bagkeeper bags set       write keys of a bag (operators' repair tool)
+//	bagkeeper relation ensure  create a relation unless it exists
+//	bagkeeper unit remove    remove a unit at once
+//	bagkeeper recover        force a new configuration after losing a majority
+//	bagkeeper version        print the version
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// env is what a command reads from its surroundings; tests replace it.
+type env struct {
+	stdout, stderr io.Writer
+	stdin          io.Reader
+	lookupEnv      func(string) (string, bool)
+}
+
+type command struct {
+	name    string
+	summary string
+	run     func(e *env, args []string) error
+}
+
+func commands() []command {
+	return []command{
+		{"run", "run the sidecar (the pod's unit agent and raft member)", cmdRun},
+		{"status", "show the cluster as this pod's sidecar sees it", cmdStatus},
+		{"bags", "read relation data bags (bags set: write keys of one bag)", cmdBags},
+		{"relation", "relation ensure: create a relation unless it exists", cmdRelation},
+		{"unit", "unit remove: remove a unit at once", cmdUnit},
+		{"recover", "force the raft configuration after a majority of voters is lost", cmdRecover},
+		{"version", "print the version", func(e *env, _ []string) error { fmt.Fprintln(e.stdout, "bagkeeper", version); return nil }},
+	}
+}
+
+func main() {
+	e := &env{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin, lookupEnv: os.LookupEnv}
+	os.Exit(runMain(e, os.Args[1:]))
+}
+
+// runMain runs one command and returns the exit status: 0 success,
+// 1 failure, 2 bad usage.
+func runMain(e *env, args []string) int {
+	if len(args) == 0 {
+		topUsage(e.stderr)
+		return 2
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		topUsage(e.stdout)
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(e, args[1:])
+		var ue *usageError
+		switch {
+		case err == nil:
+			return 0
+		case errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.As(err, &ue):
+			fmt.Fprintf(e.stderr, "bagkeeper %s: %v\nRun 'bagkeeper %s --help' for usage.\n", c.name, err, c.name)
+			return 2
+		default:
+			fmt.Fprintf(e.stderr, "bagkeeper %s: error: %v\n", c.name, err)
+			return 1
+		}
+	}
+	fmt.Fprintf(e.stderr, "bagkeeper: unknown command %q\n", args[0])
+	topUsage(e.stderr)
+	return 2
+}
+
+func topUsage(w io.Writer) {
+	var b strings.Builder
+	b.WriteString("bagkeeper keeps a Juju application's relation data in a raft group formed by\nthe sidecars of its pods, so a replaced pod gets its unit and its bags back.\n\nUsage: bagkeeper <command> [flags]\n\nCommands:\n")
+	for _, c := range commands() {
+		fmt.Fprintf(&b, "  %-9s %s\n", c.name, c.summary)
+	}
+	b.WriteString("\nRun 'bagkeeper <command> --help' for a command's flags. Every flag can also be\nset with an environment variable BAGKEEPER_<FLAG> (upper case, dashes as\nunderscores); 'run' also reads a YAML file given with --config.\n")
+	fmt.Fprint(w, b.String())
+}
+
+// cmdFlags is a command's flag set and the usage text its --help prints.
+type cmdFlags struct {
+	*flag.FlagSet
+	usage string
+}
+
+func newFlagSet(name, usage string) *cmdFlags {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return &cmdFlags{FlagSet: fs, usage: usage}
+}
+
+// parse loads settings; on --help it prints the usage, the flags and their
+// environment variables to stdout.
+func parse(e *env, fs *cmdFlags, args []string) ([]string, error) {
+	rest, err := loadSettings(fs.FlagSet, args, e.lookupEnv)
+	if errors.Is(err, flag.ErrHelp) {
+		var b strings.Builder
+		b.WriteString(fs.usage)
+		b.WriteString("\n\nFlags:\n")
+		printDefaults(fs.FlagSet, &b)
+		fmt.Fprint(e.stdout, b.String())
+	}
+	return rest, err
+}

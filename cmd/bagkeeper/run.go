@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/bagkeeper/bagkeeper/raftstore"
+	"github.com/bagkeeper/bagkeeper/raftstore/transport"
+	"github.com/bagkeeper/bagkeeper/sidecar"
+)
+
+const defaultDataDir = "/var/lib/bagkeeper"
+
+const runUsage = `Usage: bagkeeper run --app APP [flags]
+
+Runs the sidecar: the pod's member of the application's raft group. It finds
+its peers, bootstraps or joins the group, claims the pod's unit, and serves
+/healthz, /readyz and /metrics on --http-bind and the admin API on
+--admin-socket. SIGTERM stops it gracefully: the unit is released, leadership
+is handed over, and (for pods without an ordinal) the member leaves.`
+
+type runFlags struct {
+	fs *cmdFlags
+
+	config, app, pod, dataDir, bind, advertise, httpBind, adminSocket string
+	peers                                                             listFlag
+	peersFile, dnsName, dnsSRV, dnsResolver                           string
+	bootstrapExpect, voters                                           int
+	joinToken, joinTokenFile, tlsCert, tlsKey, tlsCA                  string
+	insecure                                                          bool
+	unitMode, leaveOnStop                                             string
+	unitReleaseAfter, unitRemoveAfter                                 time.Duration
+	heartbeat, election, leaderLease, commit                          time.Duration
+	snapshotThreshold, trailingLogs                                   uint64
+	snapshotInterval                                                  time.Duration
+	autopilotInterval, promoteAfter, unhealthyAfter                   time.Duration
+	deadVoterAfter, deadMemberAfter                                   time.Duration
+	joinInterval                                                      time.Duration
+	logLevel, logFormat                                               string
+}
+
+func newRunFlags(e *env) *runFlags {
+	f := &runFlags{fs: newFlagSet("run", runUsage)}
+	fs := f.fs
+	host, _ := os.Hostname()
+	fs.StringVar(&f.config, "config", "", "YAML `file` of settings (keys are these flag names)")
+	fs.StringVar(&f.app, "app", "", "Juju application `name` this pod runs (required)")
+	fs.StringVar(&f.pod, "pod-name", host, "this pod's `name` (in Kubernetes, from the downward API)")
+	fs.StringVar(&f.dataDir, "data-dir", defaultDataDir, "`dir`ectory for the identity, raft log and snapshots (a persistent volume where there is one)")
+	fs.StringVar(&f.bind, "bind", "0.0.0.0:7400", "listen `address` of the peer port (raft and the peer API)")
+	fs.StringVar(&f.advertise, "advertise", "", "`host:port` peers dial to reach this pod; a DNS name is resolved on every dial\n(default: --bind, when its host is not 0.0.0.0)")
+	fs.StringVar(&f.httpBind, "http-bind", "0.0.0.0:7401", "listen `address` of /healthz, /readyz and /metrics; empty disables")
+	fs.StringVar(&f.adminSocket, "admin-socket", "", "Unix socket `path` of the admin API (default <data-dir>/admin.sock)")
+	fs.Var(&f.peers, "peers", "comma-separated peer `addresses` (host:port) to look for the cluster at")
+	fs.StringVar(&f.peersFile, "peers-file", "", "`file` listing peer addresses, one per line; watched for changes")
+	fs.StringVar(&f.dnsName, "discovery-dns", "", "DNS `name` whose A/AAAA records are peers (a headless service); port from --advertise")
+	fs.StringVar(&f.dnsSRV, "discovery-srv", "", "DNS SRV `name` whose targets are peers, e.g. _raft._tcp.app-endpoints.ns.svc.cluster.local")
+	fs.StringVar(&f.dnsResolver, "dns-resolver", "", "`host:port` of the DNS server for discovery (default: the system's)")
+	fs.IntVar(&f.bootstrapExpect, "bootstrap-expect", 0, "number of empty members that bootstrap a new cluster together; 0 = only join (`n`)")
+	fs.IntVar(&f.voters, "voters", 3, "number of voters the leader keeps: odd, 1 to 7 (`n`)")
+	fs.StringVar(&f.joinToken, "join-token", "", "shared `secret` every member must know (prefer --join-token-file)")
+	fs.StringVar(&f.joinTokenFile, "join-token-file", "", "`file` holding the join token")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate `file` for mutual TLS on the peer port (reloaded on change)")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM private key `file` for --tls-cert")
+	fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM CA `file` that signed every member's certificate")
+	fs.BoolVar(&f.insecure, "insecure", false, "allow a peer port without TLS and without a join token")
+	fs.StringVar(&f.unitMode, "unit-mode", "auto", "how the pod gets its unit: auto, ordinal (pod <app>-N is unit <app>/N) or claim (`mode`)")
+	fs.DurationVar(&f.unitReleaseAfter, "unit-release-after", 5*time.Minute, "the leader releases the unit of a member unreachable this `long`")
+	fs.DurationVar(&f.unitRemoveAfter, "unit-remove-after", 10*time.Minute, "a released unit unclaimed this `long` is removed")
+	fs.StringVar(&f.leaveOnStop, "leave-on-stop", "auto", "leave the raft group on graceful stop: auto (when the pod has no ordinal), true or false")
+	fs.DurationVar(&f.heartbeat, "raft-heartbeat-timeout", 500*time.Millisecond, "raft heartbeat timeout (`duration`)")
+	fs.DurationVar(&f.election, "raft-election-timeout", 500*time.Millisecond, "raft election timeout (`duration`)")
+	fs.DurationVar(&f.leaderLease, "raft-leader-lease-timeout", 250*time.Millisecond, "raft leader lease timeout (`duration`)")
+	fs.DurationVar(&f.commit, "raft-commit-timeout", 20*time.Millisecond, "raft commit timeout (`duration`)")
+	fs.Uint64Var(&f.snapshotThreshold, "raft-snapshot-threshold", 8192, "log entries between snapshots (`n`)")
+	fs.Uint64Var(&f.trailingLogs, "raft-trailing-logs", 10240, "log entries kept after a snapshot (`n`)")
+	fs.DurationVar(&f.snapshotInterval, "raft-snapshot-interval", 2*time.Minute, "how often to check whether to snapshot (`duration`)")
+	fs.DurationVar(&f.autopilotInterval, "autopilot-interval", time.Second, "how often the leader checks members' health (`duration`)")
+	fs.DurationVar(&f.promoteAfter, "promote-after", 5*time.Second, "a caught-up non-voter must be healthy this `long` before promotion")
+	fs.DurationVar(&f.unhealthyAfter, "unhealthy-after", 3*time.Second, "a member silent this `long` counts as unhealthy")
+	fs.DurationVar(&f.deadVoterAfter, "dead-voter-after", 5*time.Minute, "a voter unhealthy this `long` is replaced by a healthy non-voter")
+	fs.DurationVar(&f.deadMemberAfter, "dead-member-after", 15*time.Minute, "a non-voter unhealthy this `long` is removed from the group")
+	fs.DurationVar(&f.joinInterval, "join-interval", time.Second, "pause between bootstrap and join attempts (`duration`)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (`level`)")
+	fs.StringVar(&f.logFormat, "log-format", "json", "json or text (`format`)")
+	return f
+}
+
+// sidecarConfig turns the flags into a sidecar.Config, checking each.
+func (f *runFlags) sidecarConfig(logger *slog.Logger) (sidecar.Config, error) {
+	c := sidecar.Config{
+		App: f.app, Pod: f.pod, DataDir: f.dataDir,
+		Bind: f.bind, Advertise: f.advertise, HTTPBind: f.httpBind, AdminSocket: f.adminSocket,
+		Peers: f.peers, PeersFile: f.peersFile, DNSName: f.dnsName, DNSSRV: f.dnsSRV, DNSResolver: f.dnsResolver,
+		BootstrapExpect: f.bootstrapExpect, Voters: f.voters, Insecure: f.insecure,
+		UnitMode: sidecar.UnitMode(f.unitMode), UnitReleaseAfter: f.unitReleaseAfter, UnitRemoveAfter: f.unitRemoveAfter,
+		Logger: logger, Version: version,
+	}
+	if f.app == "" {
+		return c, usageErrorf("--app is required")
+	}
+	if !raftstore.ValidAppName(f.app) {
+		return c, usageErrorf("--app %q is not a valid application name (lower-case letters, digits and hyphens, starting with a letter)", f.app)
+	}
+	if _, _, err := net.SplitHostPort(f.bind); err != nil {
+		return c, usageErrorf("--bind %q: %v", f.bind, err)
+	}
+	if c.Advertise == "" {
+		host, _, _ := net.SplitHostPort(f.bind)
+		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+			return c, usageErrorf("--advertise is required when --bind listens on all interfaces (%s)", f.bind)
+		}
+		c.Advertise = f.bind
+	}
+	if _, _, err := net.SplitHostPort(c.Advertise); err != nil {
+		return c, usageErrorf("--advertise %q: %v", c.Advertise, err)
+	}
+	switch f.leaveOnStop {
+	case "auto":
+	case "true", "false":
+		v := f.leaveOnStop == "true"
+		c.LeaveOnStop = &v
+	default:
+		return c, usageErrorf("--leave-on-stop must be auto, true or false, got %q", f.leaveOnStop)
+	}
+	switch {
+	case f.joinToken != "" && f.joinTokenFile != "":
+		return c, usageErrorf("give --join-token or --join-token-file, not both")
+	case f.joinToken != "":
+		c.JoinToken = []byte(f.joinToken)
+	case f.joinTokenFile != "":
+		b, err := os.ReadFile(f.joinTokenFile)
+		if err != nil {
+			return c, fmt.Errorf("--join-token-file: %w", err)
+		}
+		c.JoinToken = []byte(strings.TrimSpace(string(b)))
+		if len(c.JoinToken) == 0 {
+			return c, fmt.Errorf("--join-token-file %s is empty", f.joinTokenFile)
+		}
+	}
+	switch n := countSet(f.tlsCert, f.tlsKey, f.tlsCA); n {
+	case 0:
+	case 3:
+		c.TLS = &transport.TLSFiles{CertFile: f.tlsCert, KeyFile: f.tlsKey, CAFile: f.tlsCA}
+	default:
+		return c, usageErrorf("mutual TLS needs all of --tls-cert, --tls-key and --tls-ca")
+	}
+	c.Raft = raftstore.Config{
+		BootstrapExpect: f.bootstrapExpect, Voters: f.voters, JoinInterval: f.joinInterval,
+		HeartbeatTimeout: f.heartbeat, ElectionTimeout: f.election, LeaderLeaseTimeout: f.leaderLease, CommitTimeout: f.commit,
+		SnapshotThreshold: f.snapshotThreshold, TrailingLogs: f.trailingLogs, SnapshotInterval: f.snapshotInterval,
+		Autopilot: raftstore.AutopilotConfig{
+			Interval: f.autopilotInterval, Stabilization: f.promoteAfter, UnhealthyAfter: f.unhealthyAfter,
+			DeadVoterAfter: f.deadVoterAfter, DeadNonvoterAfter: f.deadMemberAfter,
+		},
+	}
+	if f.voters < 1 || f.voters > 7 || f.voters%2 == 0 {
+		return c, usageErrorf("--voters must be odd and between 1 and 7, got %d", f.voters)
+	}
+	if f.bootstrapExpect < 0 || f.bootstrapExpect > 7 {
+		return c, usageErrorf("--bootstrap-expect must be between 0 and 7, got %d", f.bootstrapExpect)
+	}
+	return c, nil
+}
+
+func countSet(vals ...string) int {
+	n := 0
+	for _, v := range vals {
+		if v != "" {
+			n++
+		}
+	}
+	return n
+}
+
+func newLogger(e *env, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, usageErrorf("--log-level must be debug, info, warn or error, got %q", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(e.stderr, opts)), nil
+	case "text":
+		return slog.New(slog.NewTextHandler(e.stderr, opts)), nil
+	}
+	return nil, usageErrorf("--log-format must be json or text, got %q", format)
+}
+
+func cmdRun(e *env, args []string) error {
+	f := newRunFlags(e)
+	rest, err := parse(e, f.fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usageErrorf("unexpected arguments %q", rest)
+	}
+	logger, err := newLogger(e, f.logLevel, f.logFormat)
+	if err != nil {
+		return err
+	}
+	cfg, err := f.sidecarConfig(logger)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // a second signal kills the process at once
+	}()
+	logger.Info("starting", "version", version, "app", cfg.App, "pod", cfg.Pod, "advertise", cfg.Advertise, "data_dir", cfg.DataDir)
+	err = sidecar.Run(ctx, cfg)
+	if err != nil && errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}

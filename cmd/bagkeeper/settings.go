@@ -1,0 +1,158 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Every setting of a subcommand is a flag. A flag not given on the command
+// line is taken from the environment variable BAGKEEPER_<NAME> (the name in
+// upper case, dashes as underscores), and failing that from the YAML file
+// named by --config, whose keys are the flag names. Command line beats
+// environment beats file beats default.
+
+// usageError is a mistake in how bagkeeper was called (exit status 2).
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usageErrorf(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// envName is the environment variable that sets flag name.
+func envName(name string) string {
+	return "BAGKEEPER_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// loadSettings parses args into fs, then fills the flags not given from
+// the environment and the config file. It returns the positional args.
+func loadSettings(fs *flag.FlagSet, args []string, lookupEnv func(string) (string, bool)) ([]string, error) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, &usageError{msg: err.Error()}
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if given[f.Name] {
+			return
+		}
+		if v, ok := lookupEnv(envName(f.Name)); ok {
+			if err := fs.Set(f.Name, v); err != nil {
+				errs = append(errs, usageErrorf("environment variable %s=%q: %v", envName(f.Name), v, err))
+				return
+			}
+			given[f.Name] = true
+		}
+	})
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if cf := fs.Lookup("config"); cf != nil && cf.Value.String() != "" {
+		if err := applyConfigFile(fs, cf.Value.String(), given); err != nil {
+			return nil, err
+		}
+	}
+	return fs.Args(), nil
+}
+
+func applyConfigFile(fs *flag.FlagSet, path string, given map[string]bool) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return usageErrorf("config file: %v", err)
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(b, &m); err != nil {
+		return usageErrorf("config file %s is not a YAML map of settings: %v", path, err)
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		f := fs.Lookup(k)
+		if f == nil || k == "config" {
+			return usageErrorf("config file %s: unknown setting %q (settings are the flag names of %q; see --help)", path, k, fs.Name())
+		}
+		if given[k] {
+			continue
+		}
+		v, err := scalarString(m[k])
+		if err != nil {
+			return usageErrorf("config file %s: setting %q: %v", path, k, err)
+		}
+		if err := fs.Set(k, v); err != nil {
+			return usageErrorf("config file %s: setting %q=%q: %v", path, k, v, err)
+		}
+	}
+	return nil
+}
+
+// scalarString renders a YAML value as the flag text it stands for; a list
+// becomes a comma-separated value.
+func scalarString(v any) (string, error) {
+	switch x := v.(type) {
+	case nil:
+		return "", nil
+	case string:
+		return x, nil
+	case bool, int, int64, uint64, float64:
+		return fmt.Sprint(x), nil
+	case []any:
+		parts := make([]string, 0, len(x))
+		for _, e := range x {
+			s, err := scalarString(e)
+			if err != nil {
+				return "", err
+			}
+			if strings.Contains(s, ",") {
+				return "", fmt.Errorf("list item %q contains a comma", s)
+			}
+			parts = append(parts, s)
+		}
+		return strings.Join(parts, ","), nil
+	}
+	return "", fmt.Errorf("expected a string, number, boolean or list, got %T", v)
+}
+
+// listFlag is a comma-separated list flag.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(v string) error {
+	*l = nil
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*l = append(*l, p)
+		}
+	}
+	return nil
+}
+
+// printDefaults writes the flags of fs with their environment variables.
+func printDefaults(fs *flag.FlagSet, w *strings.Builder) {
+	fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flag.UnquoteUsage(f)
+		fmt.Fprintf(w, "  --%s", f.Name)
+		if name != "" {
+			fmt.Fprintf(w, " %s", name)
+		}
+		fmt.Fprintf(w, "\n      %s", strings.ReplaceAll(usage, "\n", "\n      "))
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" {
+			fmt.Fprintf(w, " (default %s)", f.DefValue)
+		}
+		fmt.Fprintf(w, "\n      env %s\n", envName(f.Name))
+	})
+}

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func testEnv(vars map[string]string) (*env, *bytes.Buffer, *bytes.Buffer) {
+	var out, errb bytes.Buffer
+	return &env{stdout: &out, stderr: &errb, stdin: strings.NewReader(""), lookupEnv: func(k string) (string, bool) {
+		v, ok := vars[k]
+		return v, ok
+	}}, &out, &errb
+}
+
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestSettingsPrecedenceIsFlagThenEnvThenFileThenDefault(t *testing.T) {
+	cfgFile := writeFile(t, "app: from-file\nvoters: 5\nbootstrap-expect: 3\npeers:\n  - a:1\n  - b:2\nunit-release-after: 1m\n")
+	e, _, _ := testEnv(map[string]string{
+		"BAGKEEPER_CONFIG": cfgFile,
+		"BAGKEEPER_VOTERS": "7",
+		"BAGKEEPER_APP":    "from-env",
+	})
+	f := newRunFlags(e)
+	if _, err := parse(e, f.fs, []string{"--app", "from-flag"}); err != nil {
+		t.Fatal(err)
+	}
+	if f.app != "from-flag" {
+		t.Errorf("app = %q, flag must win", f.app)
+	}
+	if f.voters != 7 {
+		t.Errorf("voters = %d, env must beat file", f.voters)
+	}
+	if f.bootstrapExpect != 3 || f.unitReleaseAfter != time.Minute {
+		t.Errorf("file settings not applied: expect=%d release=%s", f.bootstrapExpect, f.unitReleaseAfter)
+	}
+	if strings.Join(f.peers, ",") != "a:1,b:2" {
+		t.Errorf("peers from a YAML list = %v", f.peers)
+	}
+	if f.dataDir != defaultDataDir {
+		t.Errorf("default lost: %q", f.dataDir)
+	}
+}
+
+func TestBadSettingsAreUsageErrorsNamingTheSource(t *testing.T) {
+	cases := []struct {
+		name string
+		env  map[string]string
+		file string
+		args []string
+		want string
+	}{
+		{name: "unknown flag", args: []string{"--app", "x", "--no-such-flag"}, want: "flag provided but not defined: -no-such-flag"},
+		{name: "bad env value", env: map[string]string{"BAGKEEPER_VOTERS": "three"}, want: "environment variable BAGKEEPER_VOTERS=\"three\""},
+		{name: "unknown file key", file: "app: x\nvoterz: 3\n", want: `unknown setting "voterz"`},
+		{name: "bad file value", file: "unit-release-after: soon\n", want: `setting "unit-release-after"="soon"`},
+		{name: "file not a map", file: "- a\n- b\n", want: "is not a YAML map"},
+		{name: "missing file", env: map[string]string{"BAGKEEPER_CONFIG": "/nonexistent/bagkeeper.yaml"}, want: "config file:"},
+		{name: "stray argument", args: []string{"--app", "x", "extra"}, want: `unexpected arguments ["extra"]`},
+		{name: "missing app", args: []string{"--bind", "127.0.0.1:1"}, want: "--app is required"},
+		{name: "bad app", args: []string{"--app", "Bad_App"}, want: "not a valid application name"},
+		{name: "even voters", args: []string{"--app", "x", "--bind", "127.0.0.1:1", "--voters", "4"}, want: "--voters must be odd"},
+		{name: "half TLS", args: []string{"--app", "x", "--bind", "127.0.0.1:1", "--tls-cert", "c"}, want: "needs all of --tls-cert"},
+		{name: "unspecified bind without advertise", args: []string{"--app", "x"}, want: "--advertise is required"},
+		{name: "bad log level", args: []string{"--app", "x", "--log-level", "loud"}, want: "--log-level"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			vars := map[string]string{}
+			for k, v := range c.env {
+				vars[k] = v
+			}
+			if c.file != "" {
+				vars["BAGKEEPER_CONFIG"] = writeFile(t, c.file)
+			}
+			e, _, errb := testEnv(vars)
+			code := runMain(e, append([]string{"run"}, c.args...))
+			if code != 2 {
+				t.Fatalf("exit %d, want 2; stderr: %s", code, errb)
+			}
+			if !strings.Contains(errb.String(), c.want) {
+				t.Fatalf("stderr %q does not contain %q", errb.String(), c.want)
+			}
+		})
+	}
+}
+
+func TestHelpGoesToStdoutAndExitsZero(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"run", "--help"}, {"status", "-h"}, {"bags", "--help"}, {"recover", "--help"}, {"unit", "--help"}} {
+		e, out, _ := testEnv(nil)
+		if code := runMain(e, args); code != 0 {
+			t.Fatalf("%v: exit %d", args, code)
+		}
+		if !strings.Contains(out.String(), "Usage") {
+			t.Fatalf("%v: no usage on stdout: %q", args, out)
+		}
+	}
+	e, out, _ := testEnv(nil)
+	runMain(e, []string{"run", "--help"})
+	if !strings.Contains(out.String(), "env BAGKEEPER_UNIT_RELEASE_AFTER") {
+		t.Fatalf("help does not name environment variables:\n%s", out)
+	}
+}
+
+func TestAdminCommandsExplainAMissingSidecar(t *testing.T) {
+	dir := t.TempDir()
+	e, _, errb := testEnv(nil)
+	code := runMain(e, []string{"status", "--data-dir", dir, "--timeout", "2s"})
+	if code != 1 || !strings.Contains(errb.String(), "no sidecar answers at "+filepath.Join(dir, "admin.sock")) {
+		t.Fatalf("exit %d, stderr %q", code, errb)
+	}
+}
+
+func TestParseRelationTakesTheTextAfterTheLastColon(t *testing.T) {
+	for in, want := range map[string]int64{"3": 3, "db:3": 3, "a:b:12": 12} {
+		got, err := parseRelation(in)
+		if err != nil || got != want {
+			t.Errorf("%q: got %d %v", in, got, err)
+		}
+	}
+	for _, bad := range []string{"", "db:", "db:x", "-1"} {
+		if _, err := parseRelation(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
