@@ -1,18 +1,50 @@
 # bagkeeper — see README.md for what each target does.
 GO        ?= go
 BIN       ?= bin
-GOFLAGS   ?=
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -s -w -X main.version=$(VERSION)
 PROTOC_GEN_GO_VERSION      := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
+STATICCHECK_VERSION        := v0.7.0
 TOOLS     := $(CURDIR)/$(BIN)/tools
 
 PROTOS := raftstore/storepb/store.proto raftstore/peerpb/peer.proto sidecar/adminpb/admin.proto
 
-.PHONY: all build generate check-generated
+.PHONY: all build test lint vet generate check-generated demo bench fuzz clean
 all: build
 
+## build: the bagkeeper binary in bin/
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
+
+## test: every test, with the race detector (unit, in-process cluster, and process-level e2e)
+test: vet
+	$(GO) test -race -count=1 -timeout 25m ./...
+
+vet:
+	$(GO) vet ./...
+
+## lint: gofmt, go vet and staticcheck
+lint: vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+
+## demo: three sidecars on loopback; one pod is replaced by an empty one on a new address
+demo: build
+	test/demo/demo.sh $(BIN)/bagkeeper
+
+## bench: side-by-side benchmarks with etcd (needs Debian's etcd-server); prints a table for BENCHMARKS.md
+bench:
+	$(GO) run ./test/bench
+
+## fuzz: run each fuzz target for a while (FUZZTIME=30s)
+FUZZTIME ?= 30s
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+		for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+			echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+		done; \
+	done
 
 $(TOOLS)/protoc-gen-go:
 	GOBIN=$(TOOLS) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
@@ -20,11 +52,14 @@ $(TOOLS)/protoc-gen-go:
 $(TOOLS)/protoc-gen-go-grpc:
 	GOBIN=$(TOOLS) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 
-# generate regenerates the protobuf code. Needs protoc (Debian: protobuf-compiler).
+## generate: regenerate the protobuf code (needs protoc; Debian: protobuf-compiler)
 generate: $(TOOLS)/protoc-gen-go $(TOOLS)/protoc-gen-go-grpc
 	PATH=$(TOOLS):$$PATH protoc --go_out=. --go_opt=paths=source_relative \
 		--go-grpc_out=. --go-grpc_opt=paths=source_relative $(PROTOS)
 
-# check-generated fails if the checked-in generated code is stale.
+## check-generated: fail if the checked-in generated code is stale
 check-generated: generate
-	git diff --exit-code -- '*.pb.go' || { echo "generated code is stale: run make generate and commit"; exit 1; }
+	@git diff --exit-code -- '*.pb.go' || { echo "generated code is stale: run 'make generate' and commit"; exit 1; }
+
+clean:
+	rm -rf $(BIN) .demo

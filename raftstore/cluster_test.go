@@ -80,7 +80,6 @@ func (c *testCluster) discover(context.Context) ([]string, error) {
 type nodeOpt func(*Config)
 
 func withExpect(n int) nodeOpt { return func(c *Config) { c.BootstrapExpect = n } }
-func withVoters(n int) nodeOpt { return func(c *Config) { c.Voters = n } }
 
 // start starts pod on a new address, reusing its data dir if it has one.
 func (c *testCluster) start(pod string, opts ...nodeOpt) *testNode {

@@ -2,7 +2,6 @@ package raftstore
 
 import (
 	"encoding/binary"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -338,17 +337,6 @@ func relKey(id int64) []byte { return numKey(id) }
 
 func bagKey(relationID int64, owner string) []byte {
 	return append(relKey(relationID), owner...)
-}
-
-// sortedKeys returns the keys of m in order; used where output must be
-// deterministic.
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func unixNano(t time.Time) int64 {

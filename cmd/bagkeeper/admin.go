@@ -42,7 +42,11 @@ func (a *adminFlags) dial() (adminpb.AdminClient, func(), error) {
 	if path == "" {
 		path = filepath.Join(a.dataDir, "admin.sock")
 	}
-	conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("admin socket %s: %w", path, err)
+	}
+	conn, err := grpc.NewClient("unix://"+abs, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, nil, fmt.Errorf("admin socket %s: %w", path, err)
 	}
