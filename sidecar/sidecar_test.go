@@ -1,0 +1,186 @@
+package sidecar
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/bagkeeper/bagkeeper/raftstore"
+	"github.com/bagkeeper/bagkeeper/sidecar/adminpb"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		// go-metrics' process-wide sink expires old samples in the background.
+		goleak.IgnoreTopFunction("github.com/armon/go-metrics.(*Metrics).collectStats"),
+	)
+}
+
+func TestPodOrdinalOnlyForStatefulSetNames(t *testing.T) {
+	cases := map[string]int64{
+		"mysql-0":              0,
+		"mysql-12":             12,
+		"my-app-3":             -1, // belongs to app "my-app", asked for "mysql"
+		"mysql-01":             -1,
+		"mysql-7f9c5d-x2k9z":   -1, // Deployment pod
+		"mysql":                -1,
+		"mysql-":               -1,
+		"postgresql-k8s-2":     -1,
+		"mysql-99999999999999": 99999999999999,
+	}
+	for pod, want := range cases {
+		if got := PodOrdinal(pod, "mysql"); got != want {
+			t.Errorf("PodOrdinal(%q) = %d, want %d", pod, got, want)
+		}
+	}
+	if got := PodOrdinal("postgresql-k8s-2", "postgresql-k8s"); got != 2 {
+		t.Errorf("hyphenated app: got %d", got)
+	}
+}
+
+func TestConfigRefusesAnUnprotectedPeerPort(t *testing.T) {
+	c := Config{App: "app", Pod: "app-0", DataDir: t.TempDir()}
+	if err := c.validate(); err == nil || !strings.Contains(err.Error(), "--insecure") {
+		t.Fatalf("got %v", err)
+	}
+	c.Insecure = true
+	c.UnitMode = "sometimes"
+	if err := c.validate(); err == nil || !strings.Contains(err.Error(), "--unit-mode") {
+		t.Fatalf("got %v", err)
+	}
+	c.UnitMode = UnitModeOrdinal
+	c.Pod = "web-abc"
+	if err := c.validate(); err == nil || !strings.Contains(err.Error(), "ordinal") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// startSingle runs a one-member sidecar in this process.
+func startSingle(t *testing.T, pod string) (*Sidecar, context.CancelFunc, chan error) {
+	t.Helper()
+	sock, err := os.MkdirTemp("", "bk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sock) })
+	s, err := Start(Config{
+		App: "app", Pod: pod, DataDir: filepath.Join(t.TempDir(), "data"),
+		Bind: "127.0.0.1:0", Advertise: "127.0.0.1:0", HTTPBind: "127.0.0.1:0",
+		AdminSocket: filepath.Join(sock, "a.sock"), Insecure: true,
+		Raft:   raftstore.Config{BootstrapExpect: 1, JoinInterval: 50 * time.Millisecond},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return s, cancel, done
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func waitFor(t *testing.T, what string, cond func() error) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s: %v", what, err)
+		case <-tick.C:
+		}
+	}
+}
+
+func TestProbesMetricsAndAdminOfARunningSidecar(t *testing.T) {
+	s, cancel, done := startSingle(t, "app-4")
+	base := "http://" + s.HTTPAddr()
+	if code, _ := get(t, base+"/healthz"); code != 200 {
+		t.Fatalf("/healthz = %d", code)
+	}
+	waitFor(t, "/readyz", func() error {
+		if code, body := get(t, base+"/readyz"); code != 200 {
+			return fmt.Errorf("%d %s", code, body)
+		}
+		return nil
+	})
+	if s.Unit() != "app/4" {
+		t.Fatalf("a StatefulSet pod app-4 holds %q, want app/4", s.Unit())
+	}
+	_, metrics := get(t, base+"/metrics")
+	for _, want := range []string{`bagkeeper_units{state="active"} 1`, `bagkeeper_ready 1`, `bagkeeper_raft_state{state="Leader"} 1`, `bagkeeper_members{suffrage="voter"} 1`, "bagkeeper_raft_apply"} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+
+	conn, err := grpc.NewClient("unix://"+s.cfg.AdminSocket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	admin := adminpb.NewAdminClient(conn)
+	ctx := context.Background()
+	rel, err := admin.EnsureRelation(ctx, &adminpb.EnsureRelationRequest{Endpoint: "peers", Interface: "p", Peer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.SetBag(ctx, &adminpb.SetBagRequest{RelationId: rel.GetRelationId(), Owner: "app/4", Set: map[string]string{"k": "v"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.SetBag(ctx, &adminpb.SetBagRequest{RelationId: rel.GetRelationId(), Owner: "app/9", Set: map[string]string{"k": "v"}}); err == nil || !strings.Contains(err.Error(), "app/9 does not exist") {
+		t.Fatalf("write to an unknown unit: %v", err)
+	}
+	st, err := admin.Status(ctx, &adminpb.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.GetReady() || st.GetUnit() != "app/4" || len(st.GetMembers()) != 1 || !st.GetMembers()[0].GetReachable() || st.GetRelations()[0].GetBags() != 1 {
+		t.Fatalf("status %v", st)
+	}
+	info, err := os.Stat(s.cfg.AdminSocket)
+	if err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("admin socket mode %v (%v), want 0600", info.Mode().Perm(), err)
+	}
+
+	// A graceful stop releases the unit before the member goes.
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	done <- nil // for the cleanup
+	u, ok := s.Node().State().Unit("app/4")
+	if !ok || u.State != raftstore.UnitReleased || u.Reason != "pod stopped" {
+		t.Fatalf("unit after graceful stop: %+v", u)
+	}
+}
