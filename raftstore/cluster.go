@@ -80,7 +80,12 @@ func (n *Node) refreshBook(infos []peerInfo) {
 	}
 	taken := map[raft.ServerAddress]raft.ServerID{}
 	for _, p := range infos {
-		id, addr := raft.ServerID(p.info.GetServerId()), raft.ServerAddress(p.addr)
+		// Prefer the address the member advertises (a stable DNS name where
+		// there is one) over the one discovery reached it at (maybe an IP).
+		id, addr := raft.ServerID(p.info.GetServerId()), raft.ServerAddress(p.info.GetAddress())
+		if addr == "" {
+			addr = raft.ServerAddress(p.addr)
+		}
 		book[id] = addr
 		taken[addr] = id
 	}
@@ -189,14 +194,16 @@ func (n *Node) bootstrapOrJoin(ctx context.Context, infos []peerInfo) {
 		return
 	}
 	expect := n.cfg.BootstrapExpect
-	if expect == 0 {
+	if expect == 0 || n.cfg.NoBootstrap {
 		n.logThrottled("wait-join", "waiting for a cluster to join", "peers_found", len(infos))
 		return
 	}
 	self := &peerpb.Server{Id: string(n.id), Address: n.cfg.Advertise, Suffrage: raft.Voter.String()}
 	candidates := []*peerpb.Server{self}
 	for _, p := range infos {
-		candidates = append(candidates, &peerpb.Server{Id: p.info.GetServerId(), Address: p.info.GetAddress(), Suffrage: raft.Voter.String()})
+		if p.info.GetBootstrapEligible() {
+			candidates = append(candidates, &peerpb.Server{Id: p.info.GetServerId(), Address: p.info.GetAddress(), Suffrage: raft.Voter.String()})
+		}
 	}
 	if len(candidates) < expect {
 		n.proposal.Store(nil)

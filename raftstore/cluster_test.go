@@ -422,3 +422,40 @@ func mustApply(t *testing.T, n *Node, ops ...*storepb.Op) *storepb.Result {
 	}
 	return res
 }
+
+func withNoBootstrap() nodeOpt { return func(c *Config) { c.NoBootstrap = true } }
+
+func TestMembersBarredFromBootstrapOnlyJoin(t *testing.T) {
+	c := newTestCluster(t, "app")
+	// Pods 3 and 4 of a StatefulSet scaled up while pods 0-2 are away: they
+	// must not start a cluster of their own, even seeing each other and a
+	// third empty pod.
+	late := c.start("app-3", withExpect(3), withNoBootstrap())
+	c.start("app-4", withExpect(3), withNoBootstrap())
+	c.start("app-0", withExpect(3))
+	// Give them many rounds to (wrongly) bootstrap.
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		for _, n := range c.running() {
+			if n.node.hasState() {
+				t.Fatalf("%s bootstrapped although only one eligible member exists", n.pod)
+			}
+		}
+		<-time.After(50 * time.Millisecond)
+	}
+	c.start("app-1", withExpect(3))
+	c.start("app-2", withExpect(3))
+	l := c.leader(10 * time.Second)
+	eventually(t, 10*time.Second, "barred members joined as non-voters", func() error {
+		voters, nonvoters := c.voters(l)
+		if len(voters) != 3 || len(nonvoters) != 2 || !slices.Contains(nonvoters, string(late.node.ID())) {
+			return fmt.Errorf("voters %v nonvoters %v", voters, nonvoters)
+		}
+		for _, v := range voters {
+			if p := PodOf(raft.ServerID(v)); p == "app-3" || p == "app-4" {
+				return fmt.Errorf("barred pod %s bootstrapped as a voter", p)
+			}
+		}
+		return nil
+	})
+}

@@ -43,6 +43,10 @@ type Config struct {
 	// they bootstrap a new cluster together. 0 means this member never
 	// bootstraps; it only joins.
 	BootstrapExpect int
+	// NoBootstrap keeps this member from ever bootstrapping, whatever
+	// BootstrapExpect says (a StatefulSet pod whose ordinal is at or beyond
+	// bootstrap-expect: it was not among the first pods).
+	NoBootstrap bool
 	// Voters is the number of voters the leader keeps (odd, 1–7; default 3).
 	Voters int
 	// Discover returns addresses where peers may be. DiscoverChanged, if

@@ -46,6 +46,8 @@ func (n *Node) info() *peerpb.InfoResponse {
 		LastIndex:     n.raft.LastIndex(),
 		Term:          n.raft.CurrentTerm(),
 		Version:       n.cfg.Version,
+
+		BootstrapEligible: n.cfg.BootstrapExpect > 0 && !n.cfg.NoBootstrap,
 	}
 	switch {
 	case n.IsLeader():

@@ -215,6 +215,9 @@ func Start(cfg Config) (*Sidecar, error) {
 	rc := cfg.Raft
 	rc.App, rc.Pod, rc.DataDir, rc.Advertise = cfg.App, cfg.Pod, cfg.DataDir, cfg.Advertise
 	rc.RaftLayer, rc.GRPCListener, rc.Dial = s.ln.RaftLayer(), s.ln.GRPCListener(), s.ln.Dialer()
+	if ord := cfg.ordinal(); ord >= 0 && ord >= int64(rc.BootstrapExpect) {
+		rc.NoBootstrap = true
+	}
 	rc.Discover = s.disco.Lookup
 	rc.DiscoverChanged = s.discoChanged()
 	rc.Logger, rc.Version, rc.Now = cfg.Logger.With("app", cfg.App), cfg.Version, cfg.Now

@@ -123,7 +123,7 @@ func waitFor(t *testing.T, what string, cond func() error) {
 }
 
 func TestProbesMetricsAndAdminOfARunningSidecar(t *testing.T) {
-	s, cancel, done := startSingle(t, "app-4")
+	s, cancel, done := startSingle(t, "app-0")
 	base := "http://" + s.HTTPAddr()
 	if code, _ := get(t, base+"/healthz"); code != 200 {
 		t.Fatalf("/healthz = %d", code)
@@ -134,8 +134,8 @@ func TestProbesMetricsAndAdminOfARunningSidecar(t *testing.T) {
 		}
 		return nil
 	})
-	if s.Unit() != "app/4" {
-		t.Fatalf("a StatefulSet pod app-4 holds %q, want app/4", s.Unit())
+	if s.Unit() != "app/0" {
+		t.Fatalf("a StatefulSet pod app-0 holds %q, want app/0", s.Unit())
 	}
 	_, metrics := get(t, base+"/metrics")
 	for _, want := range []string{`bagkeeper_units{state="active"} 1`, `bagkeeper_ready 1`, `bagkeeper_raft_state{state="Leader"} 1`, `bagkeeper_members{suffrage="voter"} 1`, "bagkeeper_raft_apply"} {
@@ -155,7 +155,7 @@ func TestProbesMetricsAndAdminOfARunningSidecar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.SetBag(ctx, &adminpb.SetBagRequest{RelationId: rel.GetRelationId(), Owner: "app/4", Set: map[string]string{"k": "v"}}); err != nil {
+	if _, err := admin.SetBag(ctx, &adminpb.SetBagRequest{RelationId: rel.GetRelationId(), Owner: "app/0", Set: map[string]string{"k": "v"}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := admin.SetBag(ctx, &adminpb.SetBagRequest{RelationId: rel.GetRelationId(), Owner: "app/9", Set: map[string]string{"k": "v"}}); err == nil || !strings.Contains(err.Error(), "app/9 does not exist") {
@@ -165,7 +165,7 @@ func TestProbesMetricsAndAdminOfARunningSidecar(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !st.GetReady() || st.GetUnit() != "app/4" || len(st.GetMembers()) != 1 || !st.GetMembers()[0].GetReachable() || st.GetRelations()[0].GetBags() != 1 {
+	if !st.GetReady() || st.GetUnit() != "app/0" || len(st.GetMembers()) != 1 || !st.GetMembers()[0].GetReachable() || st.GetRelations()[0].GetBags() != 1 {
 		t.Fatalf("status %v", st)
 	}
 	info, err := os.Stat(s.cfg.AdminSocket)
@@ -179,7 +179,7 @@ func TestProbesMetricsAndAdminOfARunningSidecar(t *testing.T) {
 		t.Fatal(err)
 	}
 	done <- nil // for the cleanup
-	u, ok := s.Node().State().Unit("app/4")
+	u, ok := s.Node().State().Unit("app/0")
 	if !ok || u.State != raftstore.UnitReleased || u.Reason != "pod stopped" {
 		t.Fatalf("unit after graceful stop: %+v", u)
 	}

@@ -148,8 +148,13 @@ type InfoResponse struct {
 	// The latest raft configuration this node knows.
 	Configuration []*Server `protobuf:"bytes,16,rep,name=configuration,proto3" json:"configuration,omitempty"`
 	Version       string    `protobuf:"bytes,17,opt,name=version,proto3" json:"version,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Whether this node may take part in bootstrapping a new cluster. A
+	// StatefulSet pod whose ordinal is at or beyond bootstrap-expect may not:
+	// it can only ever join, so a scale-up while the first pods are down
+	// cannot start a second cluster.
+	BootstrapEligible bool `protobuf:"varint,18,opt,name=bootstrap_eligible,json=bootstrapEligible,proto3" json:"bootstrap_eligible,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *InfoResponse) Reset() {
@@ -299,6 +304,13 @@ func (x *InfoResponse) GetVersion() string {
 		return x.Version
 	}
 	return ""
+}
+
+func (x *InfoResponse) GetBootstrapEligible() bool {
+	if x != nil {
+		return x.BootstrapEligible
+	}
+	return false
 }
 
 type JoinRequest struct {
@@ -625,7 +637,7 @@ const file_raftstore_peerpb_peer_proto_rawDesc = "" +
 	"\x06Server\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1a\n" +
-	"\bsuffrage\x18\x03 \x01(\tR\bsuffrage\"\xd9\x04\n" +
+	"\bsuffrage\x18\x03 \x01(\tR\bsuffrage\"\x88\x05\n" +
 	"\fInfoResponse\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x10\n" +
 	"\x03app\x18\x02 \x01(\tR\x03app\x12\x18\n" +
@@ -646,7 +658,8 @@ const file_raftstore_peerpb_peer_proto_rawDesc = "" +
 	"\x12last_contact_nanos\x18\x0e \x01(\x03R\x10lastContactNanos\x12H\n" +
 	"\x12bootstrap_proposal\x18\x0f \x03(\v2\x19.bagkeeper.peer.v1.ServerR\x11bootstrapProposal\x12?\n" +
 	"\rconfiguration\x18\x10 \x03(\v2\x19.bagkeeper.peer.v1.ServerR\rconfiguration\x12\x18\n" +
-	"\aversion\x18\x11 \x01(\tR\aversion\"|\n" +
+	"\aversion\x18\x11 \x01(\tR\aversion\x12-\n" +
+	"\x12bootstrap_eligible\x18\x12 \x01(\bR\x11bootstrapEligible\"|\n" +
 	"\vJoinRequest\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x10\n" +
