@@ -1,10 +1,11 @@
 package raftstore
 
 import (
-	"fmt"
 	"sync"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/bagkeeper/bagkeeper/raftstore/transport"
 )
 
 // addressBook is what this node learned of where members are now, keyed by
@@ -27,15 +28,35 @@ func newAddressBook() *addressBook {
 	return &addressBook{addrs: map[raft.ServerID]raft.ServerAddress{}}
 }
 
-// ServerAddr implements raft.ServerAddressProvider. An unknown id is an
-// error, which makes raft fall back to the configured address.
+// ServerAddr implements raft.ServerAddressProvider. The address it returns
+// names the member expected there (transport.MemberAddress), so the other
+// end refuses the connection unless it is that member. An unknown id gets
+// an address that fails to dial rather than an error, because on an error
+// raft would fall back to the configured address, which names no member.
 func (b *addressBook) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	if a, ok := b.addrs[id]; ok {
-		return a, nil
+	return transport.MemberAddress(string(b.addrs[id]), string(id)), nil
+}
+
+// lookup returns the plain address known for id.
+func (b *addressBook) lookup(id raft.ServerID) (raft.ServerAddress, bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	a, ok := b.addrs[id]
+	return a, ok
+}
+
+// mergeConfiguration adds the members of a configuration the book does not
+// know yet.
+func (b *addressBook) mergeConfiguration(cfg raft.Configuration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, s := range cfg.Servers {
+		if _, ok := b.addrs[s.ID]; !ok {
+			b.addrs[s.ID] = s.Address
+		}
 	}
-	return "", fmt.Errorf("no address learned for %s", id)
 }
 
 // replace swaps in a freshly built book.

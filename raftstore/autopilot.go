@@ -321,7 +321,7 @@ func (n *Node) reconcile(ctx context.Context) {
 		go func() {
 			defer wg.Done()
 			addr := s.Address
-			if b, err := n.book.ServerAddr(s.ID); err == nil {
+			if b, ok := n.book.lookup(s.ID); ok {
 				addr = b
 			}
 			info, err := n.infoOf(ctx, string(addr), timeout)

@@ -333,7 +333,7 @@ func (n *Node) ProbeMembers(ctx context.Context, timeout time.Duration) ([]Membe
 		go func() {
 			defer wg.Done()
 			addr := s.Address
-			if a, err := n.book.ServerAddr(s.ID); err == nil {
+			if a, ok := n.book.lookup(s.ID); ok {
 				addr = a
 			}
 			out[i].Info, out[i].Err = n.infoOf(ctx, string(addr), timeout)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -79,17 +80,28 @@ func (c *testCluster) discover(context.Context) ([]string, error) {
 
 type nodeOpt func(*Config)
 
+// atAddr makes start listen on addr instead of a fresh address.
+func atAddr(addr string) nodeOpt { return func(c *Config) { c.Advertise = addr } }
+
 func withExpect(n int) nodeOpt { return func(c *Config) { c.BootstrapExpect = n } }
 
 // start starts pod on a new address, reusing its data dir if it has one.
 func (c *testCluster) start(pod string, opts ...nodeOpt) *testNode {
 	c.t.Helper()
 	dir := filepath.Join(c.root, pod)
-	ip := c.ip()
-	ln, err := transport.Listen(ip+":0", "", transport.Config{App: c.app})
+	var pre Config
+	for _, o := range opts {
+		o(&pre)
+	}
+	bind := c.ip() + ":0"
+	if pre.Advertise != "" {
+		bind = pre.Advertise
+	}
+	ln, err := transport.Listen(bind, "", transport.Config{App: c.app})
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	ip, _, _ := net.SplitHostPort(ln.Advertise())
 	cfg := Config{
 		App: c.app, Pod: pod, DataDir: dir, Advertise: ln.Advertise(),
 		RaftLayer: ln.RaftLayer(), GRPCListener: ln.GRPCListener(), Dial: ln.Dialer(),
@@ -107,6 +119,7 @@ func (c *testCluster) start(pod string, opts ...nodeOpt) *testNode {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	cfg.Advertise = ln.Advertise()
 	n, err := Open(cfg)
 	if err != nil {
 		ln.Close()
@@ -454,6 +467,63 @@ func TestMembersBarredFromBootstrapOnlyJoin(t *testing.T) {
 		for _, v := range voters {
 			if p := PodOf(raft.ServerID(v)); p == "app-3" || p == "app-4" {
 				return fmt.Errorf("barred pod %s bootstrapped as a voter", p)
+			}
+		}
+		return nil
+	})
+}
+
+// TestWipedMemberAtTheSameAddressCannotVoteForTheOldOne is the vote-amnesia
+// trap: a member comes back with an empty disk at the very address it had.
+// A stale member that missed a committed write asks for votes; the empty
+// newcomer would grant any vote, and were that counted as the old member's,
+// the stale member would win and the write would be lost. Raft connections
+// name the member they are meant for, so the newcomer cannot answer for the
+// old one.
+func TestWipedMemberAtTheSameAddressCannotVoteForTheOldOne(t *testing.T) {
+	c := newTestCluster(t, "app")
+	for _, p := range []string{"app-0", "app-1", "app-2"} {
+		c.start(p, withExpect(3))
+	}
+	l := c.leader(10 * time.Second)
+	rel := mustApply(t, l.node, EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
+	// Pick the stale member and the one to wipe among the followers, so the
+	// leader (which holds the write) is the third.
+	var stale, wiped *testNode
+	for _, n := range c.running() {
+		switch {
+		case n == l:
+		case stale == nil:
+			stale = n
+		default:
+			wiped = n
+		}
+	}
+	staleAddr, wipedAddr := stale.ln.Advertise(), wiped.ln.Advertise()
+	c.crash(stale.pod)
+	mustApply(t, l.node, UpdateBagOp(rel, "app", map[string]string{"committed": "while app-stale was down"}))
+	leaderPod, leaderAddr := l.pod, l.ln.Advertise()
+	c.crash(l.pod)
+	c.crash(wiped.pod)
+	c.wipe(wiped.pod)
+	c.start(wiped.pod, atAddr(wipedAddr))
+	back := c.start(stale.pod, atAddr(staleAddr))
+	// With the leader down, the stale member must not win an election: its
+	// only other voter is gone, and the newcomer is not it.
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if back.node.IsLeader() {
+			t.Fatal("a stale member was elected with the vote of a wiped newcomer at the old address")
+		}
+		<-time.After(20 * time.Millisecond)
+	}
+	c.start(leaderPod, atAddr(leaderAddr))
+	c.leader(15 * time.Second)
+	eventually(t, 15*time.Second, "the committed write on every member", func() error {
+		for _, n := range c.running() {
+			b, ok := n.node.State().Bag(rel, "app")
+			if !ok || b.Data["committed"] == "" {
+				return fmt.Errorf("%s lost the committed write", n.pod)
 			}
 		}
 		return nil

@@ -39,6 +39,10 @@ type FSM struct {
 	fatal    func(error)
 	halt     chan struct{}
 	haltOnce sync.Once
+	halted   atomic.Bool
+
+	// onConfiguration, if set, is told every committed raft configuration.
+	onConfiguration func(raft.Configuration)
 }
 
 // NewFSM returns an empty state machine. fatal (may be nil) is told when
@@ -76,8 +80,16 @@ func (f *FSM) WaitIndex(ctx context.Context, index uint64) (*State, error) {
 }
 
 // Halt releases an Apply blocked on a command it could not understand; used
-// when the node shuts down.
+// when the node shuts down. A halted state machine applies nothing more.
 func (f *FSM) Halt() { f.haltOnce.Do(func() { close(f.halt) }) }
+
+// StoreConfiguration implements raft.ConfigurationStore: raft calls it for
+// every committed configuration entry.
+func (f *FSM) StoreConfiguration(_ uint64, cfg raft.Configuration) {
+	if f.onConfiguration != nil {
+		f.onConfiguration(cfg)
+	}
+}
 
 func (f *FSM) publish(s *State) {
 	f.state.Store(s)
@@ -89,6 +101,9 @@ func (f *FSM) publish(s *State) {
 
 // Apply implements raft.FSM. It returns a *storepb.Result.
 func (f *FSM) Apply(l *raft.Log) any {
+	if f.halted.Load() {
+		return &storepb.Result{ErrorCode: storepb.ErrorCode_UNSUPPORTED, ErrorMessage: "state machine halted", Index: l.Index}
+	}
 	cur := f.State()
 	if l.Type != raft.LogCommand {
 		return nil
@@ -111,6 +126,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 }
 
 func (f *FSM) stop(err error) {
+	f.halted.Store(true)
 	if f.fatal != nil {
 		f.fatal(err)
 	}

@@ -205,6 +205,10 @@ func Open(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, dir: dir, id: dir.Identity.ServerID(), book: newAddressBook(), fatalCh: make(chan error, 1), throttle: map[string]time.Time{}}
 	n.log = cfg.Logger.With("member", string(n.id))
 	n.fsm = NewFSM(n.fail)
+	n.fsm.onConfiguration = n.book.mergeConfiguration
+	if l, ok := cfg.RaftLayer.(interface{ SetLocalID(string) }); ok {
+		l.SetLocalID(string(n.id))
+	}
 	n.health = newHealthTracker()
 	ok := false
 	defer func() {
@@ -250,6 +254,9 @@ func Open(cfg Config) (*Node, error) {
 	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.bolt, snaps, n.trans)
 	if err != nil {
 		return nil, fmt.Errorf("starting raft: %w", err)
+	}
+	if c, err := n.Configuration(); err == nil {
+		n.book.mergeConfiguration(c)
 	}
 	n.log.Info("raft started", "address", cfg.Advertise, "existing_state", hasState, "fresh_data_dir", dir.Fresh)
 
@@ -370,6 +377,11 @@ func (n *Node) Shutdown(ctx context.Context, leave bool) error {
 			}
 		}
 		n.cancel()
+		if n.fsm.halted.Load() {
+			// The state machine is stopped on an entry it cannot apply:
+			// release it, or raft's shutdown would wait for it forever.
+			n.fsm.Halt()
+		}
 		n.shutdownErr = n.raft.Shutdown().Error()
 		stopped := make(chan struct{})
 		go func() { n.grpc.GracefulStop(); close(stopped) }()

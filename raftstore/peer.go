@@ -215,7 +215,7 @@ func (n *Node) leaderClient() (peerpb.PeerClient, error) {
 	if addr == "" {
 		return nil, errNoLeader
 	}
-	if a, err := n.book.ServerAddr(id); err == nil {
+	if a, ok := n.book.lookup(id); ok {
 		addr = a
 	}
 	return n.peers.get(string(addr))

@@ -66,7 +66,7 @@ func (n *Node) applyOnce(ctx context.Context, cmd *storepb.Command) (*storepb.Re
 	if addr == "" {
 		return nil, errNoLeader
 	}
-	if a, err := n.book.ServerAddr(id); err == nil {
+	if a, ok := n.book.lookup(id); ok {
 		addr = a
 	}
 	b, err := proto.Marshal(cmd)
@@ -92,6 +92,9 @@ func (n *Node) applyOnce(ctx context.Context, cmd *storepb.Command) (*storepb.Re
 // leader's clock is stamped into the command: it is the only time the
 // state machine ever reads.
 func (n *Node) applyLocal(ctx context.Context, cmd *storepb.Command) (*storepb.Result, error) {
+	if cmd.GetVersion() == 0 || cmd.GetVersion() > CommandVersion || hasUnknownOp(cmd) {
+		return nil, fmt.Errorf("command version %d or one of its operations is unknown to this bagkeeper: %w", cmd.GetVersion(), ErrUnsupported)
+	}
 	cmd.TimeUnixNano = n.cfg.Now().UnixNano()
 	b, err := proto.Marshal(cmd)
 	if err != nil {

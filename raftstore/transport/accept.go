@@ -109,7 +109,7 @@ func (l *Listener) handshake(raw net.Conn, remote string) (net.Conn, Kind, error
 	if err := raw.SetDeadline(time.Now().Add(l.cfg.DialTimeout)); err != nil {
 		return nil, 0, fmt.Errorf("set handshake deadline: %w", err)
 	}
-	p := params{app: l.cfg.App, token: l.cfg.Token, rand: l.rand}
+	p := params{app: l.cfg.App, token: l.cfg.Token, rand: l.rand, localID: l.LocalID}
 	conn := raw
 	if l.tlsConfig != nil {
 		tc := tls.Server(raw, l.tlsConfig)

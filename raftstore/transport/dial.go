@@ -48,7 +48,7 @@ func newDialer(cfg Config, certs *CertReloader) *dialer {
 }
 
 func (d *dialer) grpc(ctx context.Context, addr string) (net.Conn, error) {
-	conn, _, err := d.dial(ctx, addr, KindGRPC)
+	conn, _, err := d.dial(ctx, addr, KindGRPC, "")
 	return conn, err
 }
 
@@ -71,7 +71,7 @@ func (d *dialer) tlsCerts() (*CertReloader, error) {
 // dial connects to addr and runs TLS and the handshake for kind, bounded by
 // ctx and the dial timeout. It returns the connection to use and the
 // underlying TCP connection (the same unless TLS is on).
-func (d *dialer) dial(ctx context.Context, addr string, kind Kind) (conn, raw net.Conn, err error) {
+func (d *dialer) dial(ctx context.Context, addr string, kind Kind, target string) (conn, raw net.Conn, err error) {
 	certs, err := d.tlsCerts()
 	if err != nil {
 		return nil, nil, fmt.Errorf("dial peer %s: %w", addr, err)
@@ -83,7 +83,7 @@ func (d *dialer) dial(ctx context.Context, addr string, kind Kind) (conn, raw ne
 	if err != nil {
 		return nil, nil, fmt.Errorf("dial peer %s: %w", addr, err)
 	}
-	conn, err = d.handshake(ctx, raw, addr, kind, certs)
+	conn, err = d.handshake(ctx, raw, addr, kind, target, certs)
 	if err != nil {
 		_ = raw.Close()
 		return nil, nil, err
@@ -91,13 +91,13 @@ func (d *dialer) dial(ctx context.Context, addr string, kind Kind) (conn, raw ne
 	return conn, raw, nil
 }
 
-func (d *dialer) handshake(ctx context.Context, raw net.Conn, addr string, kind Kind, certs *CertReloader) (net.Conn, error) {
+func (d *dialer) handshake(ctx context.Context, raw net.Conn, addr string, kind Kind, target string, certs *CertReloader) (net.Conn, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = raw.SetDeadline(dl)
 	}
 	// Cancellation has no deadline to lean on: unblock I/O by hand.
 	stop := context.AfterFunc(ctx, func() { _ = raw.SetDeadline(time.Unix(1, 0)) })
-	conn, err := d.handshakeConn(ctx, raw, addr, kind, certs)
+	conn, err := d.handshakeConn(ctx, raw, addr, kind, target, certs)
 	if !stop() && err == nil {
 		err = ctx.Err()
 	}
@@ -114,8 +114,8 @@ func (d *dialer) handshake(ctx context.Context, raw net.Conn, addr string, kind 
 	return conn, nil
 }
 
-func (d *dialer) handshakeConn(ctx context.Context, raw net.Conn, addr string, kind Kind, certs *CertReloader) (net.Conn, error) {
-	p := params{app: d.cfg.App, token: d.cfg.Token, rand: d.rand}
+func (d *dialer) handshakeConn(ctx context.Context, raw net.Conn, addr string, kind Kind, target string, certs *CertReloader) (net.Conn, error) {
+	p := params{app: d.cfg.App, token: d.cfg.Token, rand: d.rand, target: target}
 	conn := raw
 	if certs != nil {
 		tc := tls.Client(raw, certs.ClientConfig())

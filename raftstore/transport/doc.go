@@ -19,7 +19,8 @@
 // All lengths are single unsigned bytes; there are no other integers.
 // "D" is the dialer, "A" the accepting node.
 //
-//	D→A hello:     "BKP" | version=1 | kind | len(app) 1..253 | app | dialerNonce[32]
+//	D→A hello:     "BKP" | version=1 | kind | len(app) 1..253 | app
+//	               | len(member) 0..253 | member | dialerNonce[32]
 //	A→D challenge: "BKP" | version=1 | status
 //	               status OK:   acceptorNonce[32]
 //	               otherwise:   len(detail) | detail, then A closes
@@ -32,7 +33,8 @@
 //
 // The two proofs are HMAC-SHA256 keyed with the join token over
 //
-//	label | dialerNonce | acceptorNonce | kind | len(app) | app | binding
+//	label | dialerNonce | acceptorNonce | kind | len(app) | app
+//	      | len(member) | member | binding
 //
 // where label is "bagkeeper handshake v1 dialer" or
 // "bagkeeper handshake v1 acceptor" (so one side's proof can never be
@@ -45,12 +47,21 @@
 // has no token but receives a proof, so the two nodes always agree on
 // whether a token is in use. Proofs are compared with hmac.Equal.
 //
+// member is the raft id the dialer expects to reach, for raft connections
+// dialed to a tagged address ([MemberAddress]); it is empty for the peer
+// API. An accepting node whose own raft id (see [Listener.SetLocalID])
+// differs answers WrongMember: a node that took over another member's
+// address — a pod back with an empty disk and a new incarnation — can
+// never answer raft RPCs meant for the member it replaced, so it can never
+// cast that member's vote.
+//
 // Status bytes: 0 OK, 1 AppMismatch (detail = the acceptor's application
 // name), 2 TokenMismatch, 3 TokenRequired, 4 TokenUnexpected, 5 BadVersion
 // (the challenge's version byte is the acceptor's version), 6 BadRequest
 // (bad magic, bad length, unknown kind; detail says which),
 // 7 KindUnavailable (the acceptor no longer serves that kind, e.g. it is
-// shutting down). Details are at most 255 bytes and are only ever shown
+// shutting down), 8 WrongMember (detail = the acceptor's raft id, empty if
+// its member has not started). Details are at most 255 bytes and are only ever shown
 // quoted.
 //
 // An acceptor that requires TLS and receives this plaintext hello instead
@@ -70,7 +81,7 @@
 // Both ends of a failed handshake get a [*HandshakeError] whose message says
 // what differs and which node to fix; errors.Is matches it against
 // [ErrAppMismatch], [ErrTokenMismatch], [ErrTokenRequired],
-// [ErrTokenUnexpected], [ErrProtocol], [ErrKindUnavailable] and [ErrTLS]. The
+// [ErrTokenUnexpected], [ErrProtocol], [ErrKindUnavailable], [ErrWrongMember] and [ErrTLS]. The
 // accepting side logs one line per rejected connection with the fields
 // "remote" and "reason".
 package transport

@@ -25,6 +25,10 @@ var (
 	// ErrKindUnavailable: the accepting node no longer accepts this kind of
 	// connection, typically because it is shutting down.
 	ErrKindUnavailable = errors.New("connection kind unavailable")
+	// ErrWrongMember: a raft connection reached a node that is not the
+	// member it was meant for (its address now belongs to another member,
+	// or its raft member has not started).
+	ErrWrongMember = errors.New("wrong member")
 	// ErrTLS: the TLS handshake failed or a certificate was refused.
 	ErrTLS = errors.New("TLS handshake failed")
 )
@@ -44,6 +48,7 @@ const (
 	ReasonTokenRequired          // matches ErrTokenRequired
 	ReasonTokenUnexpected        // matches ErrTokenUnexpected
 	ReasonKindUnavailable        // matches ErrKindUnavailable
+	ReasonWrongMember            // matches ErrWrongMember
 )
 
 var reasonNames = map[Reason]string{
@@ -55,6 +60,7 @@ var reasonNames = map[Reason]string{
 	ReasonTokenRequired:   "token_required",
 	ReasonTokenUnexpected: "token_unexpected",
 	ReasonKindUnavailable: "kind_unavailable",
+	ReasonWrongMember:     "wrong_member",
 }
 
 var reasonSentinels = map[Reason]error{
@@ -65,6 +71,7 @@ var reasonSentinels = map[Reason]error{
 	ReasonTokenRequired:   ErrTokenRequired,
 	ReasonTokenUnexpected: ErrTokenUnexpected,
 	ReasonKindUnavailable: ErrKindUnavailable,
+	ReasonWrongMember:     ErrWrongMember,
 }
 
 // String returns a short snake_case name, stable for logs and metrics.

@@ -40,24 +40,33 @@ const (
 	statusBadVersion
 	statusBadRequest
 	statusKindUnavailable
+	statusWrongMember
 )
 
 // params is what one end brings to a handshake.
 type params struct {
-	app     string
+	app string
+	// target is, on the dialing side, the raft id the dialer expects to
+	// reach ("" for the peer API, which may reach any member).
+	target string
+	// localID returns, on the accepting side, this node's raft id ("" while
+	// it is not known yet).
+	localID func() string
 	token   []byte
 	rand    io.Reader // nonces
 	binding []byte    // TLS exported keying material; nil without TLS
 }
 
 // proof is the HMAC described in the package documentation.
-func proof(p params, label string, dialerNonce, acceptorNonce []byte, kind Kind) []byte {
+func proof(p params, label string, dialerNonce, acceptorNonce []byte, kind Kind, target string) []byte {
 	m := hmac.New(sha256.New, p.token)
 	m.Write([]byte(label))
 	m.Write(dialerNonce)
 	m.Write(acceptorNonce)
 	m.Write([]byte{byte(kind), byte(len(p.app))})
 	m.Write([]byte(p.app))
+	m.Write([]byte{byte(len(target))})
+	m.Write([]byte(target))
 	m.Write(p.binding)
 	return m.Sum(nil)
 }

@@ -35,11 +35,21 @@ func acceptHandshake(rw io.ReadWriter, peer string, p params, available func(Kin
 		reject(rw, true, statusBadRequest, msg)
 		return 0, handshakeErr(peer, ReasonProtocol, nil, "malformed handshake from dialer: %s", msg)
 	}
-	rest := make([]byte, appLen+nonceLen)
+	rest := make([]byte, appLen+1)
 	if _, err := io.ReadFull(rw, rest); err != nil {
 		return 0, acceptIOErr(peer, "hello", err)
 	}
-	app, dialerNonce := string(rest[:appLen]), rest[appLen:]
+	app, targetLen := string(rest[:appLen]), int(rest[appLen])
+	if targetLen > maxAppLen {
+		msg := fmt.Sprintf("member id length %d is over %d", targetLen, maxAppLen)
+		reject(rw, true, statusBadRequest, msg)
+		return 0, handshakeErr(peer, ReasonProtocol, nil, "malformed handshake from dialer: %s", msg)
+	}
+	rest = make([]byte, targetLen+nonceLen)
+	if _, err := io.ReadFull(rw, rest); err != nil {
+		return 0, acceptIOErr(peer, "hello", err)
+	}
+	target, dialerNonce := string(rest[:targetLen]), rest[targetLen:]
 	if kind != KindRaft && kind != KindGRPC {
 		msg := fmt.Sprintf("unknown connection kind 0x%02x", byte(kind))
 		reject(rw, true, statusBadRequest, msg)
@@ -49,6 +59,19 @@ func acceptHandshake(rw io.ReadWriter, peer string, p params, available func(Kin
 		reject(rw, true, statusAppMismatch, p.app)
 		return 0, handshakeErr(peer, ReasonAppMismatch, nil,
 			"dialer serves application %q, this node serves %q", app, p.app)
+	}
+	if target != "" {
+		local := ""
+		if p.localID != nil {
+			local = p.localID()
+		}
+		if local != target {
+			reject(rw, true, statusWrongMember, local)
+			if local == "" {
+				return 0, handshakeErr(peer, ReasonWrongMember, nil, "dialer expects member %s, but this node's raft member has not started", target)
+			}
+			return 0, handshakeErr(peer, ReasonWrongMember, nil, "dialer expects member %s at this address, but this node is %s", target, local)
+		}
 	}
 	if err := available(kind); err != nil {
 		reject(rw, true, statusKindUnavailable, err.Error())
@@ -91,7 +114,7 @@ func acceptHandshake(rw io.ReadWriter, peer string, p params, available func(Kin
 		reject(rw, false, statusTokenRequired, "")
 		return 0, handshakeErr(peer, ReasonTokenRequired, nil,
 			"dialer has no join token configured but this node requires one")
-	case hasToken && !hmac.Equal(got, proof(p, labelDialer, dialerNonce, acceptorNonce, kind)):
+	case hasToken && !hmac.Equal(got, proof(p, labelDialer, dialerNonce, acceptorNonce, kind, target)):
 		reject(rw, false, statusTokenMismatch, "")
 		return 0, handshakeErr(peer, ReasonTokenMismatch, nil,
 			"dialer's join token differs from this node's (tokens differ on the two nodes)")
@@ -100,7 +123,7 @@ func acceptHandshake(rw io.ReadWriter, peer string, p params, available func(Kin
 	result := []byte{byte(statusOK), proofNone}
 	if hasToken {
 		result[1] = proofMAC
-		result = append(result, proof(p, labelAcceptor, dialerNonce, acceptorNonce, kind)...)
+		result = append(result, proof(p, labelAcceptor, dialerNonce, acceptorNonce, kind, target)...)
 	}
 	if _, err := rw.Write(result); err != nil {
 		return 0, acceptIOErr(peer, "result", err)

@@ -15,8 +15,13 @@ func dialHandshake(rw io.ReadWriter, peer string, kind Kind, p params) error {
 	if _, err := io.ReadFull(p.rand, dialerNonce); err != nil {
 		return fmt.Errorf("read random nonce: %w", err)
 	}
+	if len(p.target) > maxAppLen {
+		return handshakeErr(peer, ReasonProtocol, nil, "member id %q is too long", p.target)
+	}
 	hello := append([]byte(magic), version, byte(kind), byte(len(p.app)))
-	hello = append(append(hello, p.app...), dialerNonce...)
+	hello = append(hello, p.app...)
+	hello = append(hello, byte(len(p.target)))
+	hello = append(append(hello, p.target...), dialerNonce...)
 	if _, err := rw.Write(hello); err != nil {
 		return dialIOErr(peer, "send hello", err)
 	}
@@ -47,7 +52,7 @@ func dialHandshake(rw io.ReadWriter, peer string, kind Kind, p params) error {
 	msg := []byte{proofNone}
 	if len(p.token) > 0 {
 		msg[0] = proofMAC
-		msg = append(msg, proof(p, labelDialer, dialerNonce, acceptorNonce, kind)...)
+		msg = append(msg, proof(p, labelDialer, dialerNonce, acceptorNonce, kind, p.target)...)
 	}
 	if _, err := rw.Write(msg); err != nil {
 		return dialIOErr(peer, "send proof", err)
@@ -78,7 +83,7 @@ func dialHandshake(rw io.ReadWriter, peer string, kind Kind, p params) error {
 			return handshakeErr(peer, ReasonProtocol, nil,
 				"peer %s sent a join token proof although this node sent none", peer)
 		}
-		if !hmac.Equal(got, proof(p, labelAcceptor, dialerNonce, acceptorNonce, kind)) {
+		if !hmac.Equal(got, proof(p, labelAcceptor, dialerNonce, acceptorNonce, kind, p.target)) {
 			return handshakeErr(peer, ReasonTokenMismatch, nil,
 				"peer %s could not prove it knows the join token; is another service listening on that address?", peer)
 		}
@@ -116,6 +121,13 @@ func dialRejected(r io.Reader, peer string, kind Kind, p params, st status, peer
 		}
 		return handshakeErr(peer, ReasonProtocol, nil,
 			"peer %s rejected the handshake as malformed: %q", peer, detail)
+	case statusWrongMember:
+		if detail == "" {
+			return handshakeErr(peer, ReasonWrongMember, nil,
+				"peer %s has not started its raft member yet (expected %s)", peer, p.target)
+		}
+		return handshakeErr(peer, ReasonWrongMember, nil,
+			"peer %s is member %s now, not %s (its address was taken over)", peer, detail, p.target)
 	case statusKindUnavailable:
 		return handshakeErr(peer, ReasonKindUnavailable, nil,
 			"peer %s does not accept %s connections now: %q", peer, kind, detail)

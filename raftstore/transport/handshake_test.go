@@ -99,6 +99,31 @@ func TestHandshakeOutcomes(t *testing.T) {
 			dialMsg: "unknown connection kind 0x58",
 		},
 		{
+			name: "raft to the expected member", kind: KindRaft,
+			dialer:   params{app: "wp", rand: rand.Reader, target: "wp-0/abc"},
+			acceptor: params{app: "wp", rand: rand.Reader, localID: func() string { return "wp-0/abc" }},
+		},
+		{
+			name: "raft to an address taken over by another member", kind: KindRaft,
+			dialer:   params{app: "wp", rand: rand.Reader, target: "wp-0/abc"},
+			acceptor: params{app: "wp", rand: rand.Reader, localID: func() string { return "wp-0/xyz" }},
+			wantDial: ErrWrongMember, wantAcc: ErrWrongMember,
+			dialMsg:   "peer peer-addr is member wp-0/xyz now, not wp-0/abc",
+			acceptMsg: "dialer expects member wp-0/abc at this address, but this node is wp-0/xyz",
+		},
+		{
+			name: "raft to a node whose member has not started", kind: KindRaft,
+			dialer:   params{app: "wp", rand: rand.Reader, target: "wp-0/abc"},
+			acceptor: params{app: "wp", rand: rand.Reader},
+			wantDial: ErrWrongMember, wantAcc: ErrWrongMember,
+			dialMsg: "has not started its raft member yet",
+		},
+		{
+			name: "member tag is covered by the token proof", kind: KindRaft,
+			dialer:   params{app: "wp", token: []byte("t"), rand: rand.Reader, target: "wp-0/abc"},
+			acceptor: params{app: "wp", token: []byte("t"), rand: rand.Reader, localID: func() string { return "wp-0/abc" }},
+		},
+		{
 			name: "tls binding differs", kind: KindRaft,
 			dialer:   params{app: "wp", token: []byte("t"), rand: rand.Reader, binding: []byte("session one")},
 			acceptor: params{app: "wp", token: []byte("t"), rand: rand.Reader, binding: []byte("session two")},
@@ -153,7 +178,7 @@ func TestHandshakeWireFormat(t *testing.T) {
 	_ = s.SetDeadline(time.Now().Add(waitTimeout))
 	done := make(chan error, 1)
 	go func() {
-		done <- dialHandshake(c, "peer", KindRaft, params{app: "wp", token: token, rand: bytes.NewReader(dialerNonce)})
+		done <- dialHandshake(c, "peer", KindRaft, params{app: "wp", token: token, rand: bytes.NewReader(dialerNonce), target: "a/1"})
 	}()
 
 	mac := func(label string) []byte {
@@ -161,7 +186,7 @@ func TestHandshakeWireFormat(t *testing.T) {
 		m.Write([]byte(label))
 		m.Write(dialerNonce)
 		m.Write(acceptorNonce)
-		m.Write([]byte{'R', 2, 'w', 'p'})
+		m.Write([]byte{'R', 2, 'w', 'p', 3, 'a', '/', '1'})
 		return m.Sum(nil)
 	}
 	read := func(n int) []byte {
@@ -171,7 +196,7 @@ func TestHandshakeWireFormat(t *testing.T) {
 		}
 		return b
 	}
-	wantHello := append([]byte("BKP\x01R\x02wp"), dialerNonce...)
+	wantHello := append([]byte("BKP\x01R\x02wp\x03a/1"), dialerNonce...)
 	if got := read(len(wantHello)); !bytes.Equal(got, wantHello) {
 		t.Fatalf("hello = %q, want %q", got, wantHello)
 	}
@@ -204,7 +229,7 @@ func TestHandshakeDetectsImpostorAcceptor(t *testing.T) {
 		go func() {
 			done <- dialHandshake(c, "peer", KindGRPC, params{app: "wp", token: []byte("t"), rand: rand.Reader})
 		}()
-		_, _ = io.ReadFull(s, make([]byte, 6+2+32))
+		_, _ = io.ReadFull(s, make([]byte, 6+2+1+32))
 		_, _ = s.Write(append([]byte("BKP\x01\x00"), make([]byte, 32)...))
 		_, _ = io.ReadFull(s, make([]byte, 33))
 		_, _ = s.Write(result)
@@ -224,7 +249,8 @@ type scriptedConn struct {
 
 func validHello(app string, kind Kind) []byte {
 	b := append([]byte("BKP\x01"), byte(kind), byte(len(app)))
-	return append(append(b, app...), make([]byte, 32)...)
+	b = append(append(b, app...), 0)
+	return append(b, make([]byte, 32)...)
 }
 
 // FuzzHandshake feeds arbitrary bytes to the accepting side: it must never
@@ -237,6 +263,8 @@ func FuzzHandshake(f *testing.F) {
 	f.Add([]byte("BKP\x02R\x02wp"))
 	f.Add([]byte("BKP\x01R\xffwp"))
 	f.Add([]byte("BKP\x01R\x00"))
+	f.Add(append([]byte("BKP\x01R\x02wp\x06wp-0/a"), make([]byte, 33)...))
+	f.Add(append([]byte("BKP\x01R\x02wp\x06wp-0/b"), make([]byte, 33)...))
 	f.Add([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
 	f.Add([]byte{0x16, 0x03, 0x01, 0x00, 0x10})
 	f.Add([]byte("BK"))
@@ -245,7 +273,7 @@ func FuzzHandshake(f *testing.F) {
 		for _, token := range [][]byte{nil, []byte("t")} {
 			var out bytes.Buffer
 			rw := scriptedConn{Reader: bytes.NewReader(data), Writer: &out}
-			p := params{app: "wp", token: token, rand: bytes.NewReader(make([]byte, 32))}
+			p := params{app: "wp", token: token, rand: bytes.NewReader(make([]byte, 32)), localID: func() string { return "wp-0/a" }}
 			kind, err := acceptHandshake(rw, "fuzz", p, always)
 			if err != nil {
 				var he *HandshakeError

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,6 +60,28 @@ func (k *kindListener) Addr() net.Addr { return advertisedAddr(k.l.advertise) }
 // raftLayer adds raft's Dial to the raft kindListener.
 type raftLayer struct{ *kindListener }
 
+// SetLocalID tells the layer this node's raft id; see [Listener.SetLocalID].
+func (r raftLayer) SetLocalID(id string) { r.l.SetLocalID(id) }
+
+// MemberAddress tags a raft address with the id of the member expected
+// there: "host:port|id". A raft connection dialed to a tagged address is
+// refused by the other end unless that end is the named member, so an
+// address taken over by another member (a pod that came back with an
+// empty disk at its old address) can never answer for the old one — in
+// particular it can never vote in its place.
+func MemberAddress(addr, id string) raft.ServerAddress {
+	return raft.ServerAddress(addr + "|" + id)
+}
+
+// SplitMemberAddress splits a tagged address; an untagged one has no id.
+func SplitMemberAddress(a raft.ServerAddress) (addr, id string) {
+	s := string(a)
+	if i := strings.LastIndexByte(s, '|'); i >= 0 {
+		return s[:i], s[i+1:]
+	}
+	return s, ""
+}
+
 // Dial dials a raft connection to address within the smaller of timeout
 // (when positive) and the Listener's DialTimeout. A failed handshake is a
 // [*HandshakeError]; after Listener.Close the error matches net.ErrClosed.
@@ -75,7 +98,11 @@ func (r raftLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	conn, raw, err := l.dialer.dial(ctx, string(address), KindRaft)
+	addr, target := SplitMemberAddress(address)
+	if addr == "" {
+		return nil, &HandshakeError{Peer: string(address), Reason: ReasonWrongMember, Msg: "no address is known for member " + target}
+	}
+	conn, raw, err := l.dialer.dial(ctx, addr, KindRaft, target)
 	if err != nil {
 		return nil, err
 	}

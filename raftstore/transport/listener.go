@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 )
@@ -21,6 +22,18 @@ import (
 // connections beyond MaxPendingHandshakes and connections of a kind that is
 // not Accepted within DialTimeout.
 //
+// SetLocalID sets this node's raft id. Until it is set, raft connections
+// that name the member they expect are refused; afterwards only those that
+// name this id are accepted. Connections that name no member (the peer API)
+// are not affected.
+func (l *Listener) SetLocalID(id string) { l.localID.Store(id) }
+
+// LocalID returns the raft id set with SetLocalID ("" before).
+func (l *Listener) LocalID() string {
+	id, _ := l.localID.Load().(string)
+	return id
+}
+
 // Close the Listener to stop everything; closing the raft layer or the gRPC
 // listener alone only stops that kind.
 type Listener struct {
@@ -39,6 +52,8 @@ type Listener struct {
 	done      chan struct{}
 	closeOnce sync.Once
 	wg        sync.WaitGroup // accept loop and per-connection goroutines
+
+	localID atomic.Value // string
 
 	mu     sync.Mutex
 	closed bool

@@ -115,7 +115,7 @@ func dialKind(t *testing.T, cfg Config, addr string, kind Kind) (net.Conn, error
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	conn, _, err := newDialer(c, nil).dial(context.Background(), addr, kind)
+	conn, _, err := newDialer(c, nil).dial(context.Background(), addr, kind, "")
 	return conn, err
 }
 
