@@ -107,7 +107,7 @@ func (n *Node) candidateAddrs(ctx context.Context) []string {
 		addrs, err := n.cfg.Discover(dctx)
 		cancel()
 		if err != nil {
-			n.log.Debug("discovery", "err", err)
+			n.logThrottled("discovery", "discovery answered with errors (it only feeds joins; nothing is removed because of it)", "err", err)
 		}
 		for _, a := range addrs {
 			set[a] = true

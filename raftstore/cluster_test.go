@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -528,4 +529,164 @@ func TestWipedMemberAtTheSameAddressCannotVoteForTheOldOne(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestForwardedWriteDoesNotWaitForTheCommitTimeout: a follower's write
+// returns once its own state has applied it; the leader's nudge brings the
+// commit index over at once instead of a commit timeout later.
+func TestForwardedWriteDoesNotWaitForTheCommitTimeout(t *testing.T) {
+	c := newTestCluster(t, "app")
+	slowCommit := func(cfg *Config) { cfg.CommitTimeout = 3 * time.Second }
+	for _, p := range []string{"app-0", "app-1", "app-2"} {
+		c.start(p, withExpect(3), slowCommit)
+	}
+	l := c.leader(10 * time.Second)
+	var f *testNode
+	for _, n := range c.running() {
+		if n != l {
+			f = n
+			break
+		}
+	}
+	rel := mustApply(t, f.node, EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
+	start := time.Now()
+	for i := 0; i < 5; i++ {
+		mustApply(t, f.node, UpdateBagOp(rel, "app", map[string]string{"n": fmt.Sprint(i)}))
+	}
+	// Five writes that each waited for the commit timeout would take 15s.
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("5 forwarded writes took %s: they waited for the commit timeout", took)
+	}
+}
+
+// TestRecoveryFromASurvivorAfterMajorityLoss: two of three members are lost
+// for good; the operator forces the survivor's configuration, once offline
+// and once staged for the next start. The survivor leads alone with every
+// committed write.
+func TestRecoveryFromASurvivorAfterMajorityLoss(t *testing.T) {
+	for _, staged := range []bool{false, true} {
+		t.Run(fmt.Sprintf("staged=%v", staged), func(t *testing.T) {
+			c := newTestCluster(t, "app")
+			for _, p := range []string{"app-0", "app-1", "app-2"} {
+				c.start(p, withExpect(3))
+			}
+			l := c.leader(10 * time.Second)
+			rel := mustApply(t, l.node, EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
+			mustApply(t, l.node, UpdateBagOp(rel, "app", map[string]string{"k": "v"}))
+			survivor := c.running()[0]
+			eventually(t, 5*time.Second, "survivor has the write", func() error {
+				if b, ok := survivor.node.State().Bag(rel, "app"); !ok || b.Data["k"] != "v" {
+					return errors.New("not yet")
+				}
+				return nil
+			})
+			id, addr, dir := survivor.node.ID(), survivor.ln.Advertise(), survivor.dir
+			for _, n := range c.running() {
+				c.crash(n.pod)
+				if n != survivor {
+					c.wipe(n.pod)
+				}
+			}
+			cfg := raft.Configuration{Servers: []raft.Server{{ID: id, Address: raft.ServerAddress(addr), Suffrage: raft.Voter}}}
+			other := raft.Configuration{Servers: []raft.Server{{ID: "app-9/x", Address: "h:1", Suffrage: raft.Voter}}}
+			if staged {
+				if err := StageRecovery(dir, "app", other); err == nil || !strings.Contains(err.Error(), "not in the recovery configuration") {
+					t.Fatalf("staging a configuration without this member: %v", err)
+				}
+				if err := StageRecovery(dir, "app", cfg); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				if err := Recover(dir, "app", other, slog.Default()); err == nil {
+					t.Fatal("recovery without this member was accepted")
+				}
+				if err := Recover(dir, "app", cfg, slog.Default()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			back := c.start(survivor.pod, atAddr(addr))
+			eventually(t, 10*time.Second, "the survivor leads alone", func() error {
+				if !back.node.IsLeader() {
+					return errors.New("not leader")
+				}
+				return nil
+			})
+			if b, ok := back.node.State().Bag(rel, "app"); !ok || b.Data["k"] != "v" {
+				t.Fatalf("committed write lost in recovery: %v", b)
+			}
+			mustApply(t, back.node, UpdateBagOp(rel, "app", map[string]string{"after": "recovery"}))
+			if _, err := os.Stat(filepath.Join(dir, RecoveryFile)); !os.IsNotExist(err) {
+				t.Fatalf("staged recovery file still there: %v", err)
+			}
+		})
+	}
+}
+
+// TestRemoveMemberKeepsAQuorum: an operator removes members that are gone
+// for good (a StatefulSet scaled down); the leader hands over first if it
+// is the one to go; a removal that would leave no quorum is refused.
+func TestRemoveMemberKeepsAQuorum(t *testing.T) {
+	c := newTestCluster(t, "app")
+	for _, p := range []string{"app-0", "app-1", "app-2", "app-3", "app-4"} {
+		opts := []nodeOpt{withExpect(5)}
+		c.start(p, append(opts, func(cfg *Config) { cfg.Voters = 5 })...)
+	}
+	l := c.leader(10 * time.Second)
+	ctx := applyCtx(t)
+	// Remove the leader itself, through a follower.
+	var follower *testNode
+	for _, n := range c.running() {
+		if n != l {
+			follower = n
+			break
+		}
+	}
+	oldLeader := l.node.ID()
+	if err := follower.node.RemoveMember(ctx, oldLeader); err != nil {
+		t.Fatal(err)
+	}
+	c.stop(l.pod)
+	l = c.leader(10 * time.Second)
+	voters, _ := c.voters(l)
+	if len(voters) != 4 || slices.Contains(voters, string(oldLeader)) {
+		t.Fatalf("after removing the leader: voters %v", voters)
+	}
+	// One of the four voters dies; removing it keeps a quorum of the rest.
+	deadOne := func() *testNode {
+		for _, n := range c.running() {
+			if n != l {
+				c.crash(n.pod)
+				eventually(t, 10*time.Second, "leader sees "+n.pod+" dead", func() error {
+					for _, m := range l.node.MemberHealth() {
+						if m.ID == n.node.ID() && m.Healthy {
+							return errors.New("still healthy")
+						}
+					}
+					return nil
+				})
+				return n
+			}
+		}
+		return nil
+	}
+	d := deadOne()
+	if err := l.node.RemoveMember(applyCtx(t), d.node.ID()); err != nil {
+		t.Fatal(err)
+	}
+	// Three voters; one more dies: removing a HEALTHY one now would leave
+	// one healthy voter of two, no quorum.
+	deadOne()
+	var healthy *testNode
+	for _, n := range c.running() {
+		if n != l {
+			healthy = n
+		}
+	}
+	err := l.node.RemoveMember(applyCtx(t), healthy.node.ID())
+	if err == nil || !strings.Contains(err.Error(), "fewer than a quorum") {
+		t.Fatalf("removing a healthy voter with no quorum left: %v", err)
+	}
+	if err := l.node.RemoveMember(ctx, "app-9/none"); err == nil || !strings.Contains(err.Error(), "not a member") {
+		t.Fatalf("removing an unknown member: %v", err)
+	}
 }

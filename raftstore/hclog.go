@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
@@ -46,6 +47,14 @@ func (a *hclogAdapter) Log(level hclog.Level, msg string, args ...any) {
 	all = append(all, "component", a.name)
 	all = append(all, a.args...)
 	all = append(all, args...)
+	for i, v := range all {
+		// hclog.Fmt values are deferred Sprintf calls.
+		if f, ok := v.(hclog.Format); ok && len(f) > 0 {
+			if format, ok := f[0].(string); ok {
+				all[i] = fmt.Sprintf(format, f[1:]...)
+			}
+		}
+	}
 	a.l.Log(ctx, lv, msg, all...)
 }
 

@@ -58,13 +58,14 @@ type Config struct {
 	JoinInterval time.Duration
 
 	// Raft timing (defaults: heartbeat 500ms, election 500ms, leader lease
-	// 250ms, commit 20ms).
+	// 250ms, commit 50ms).
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
 	CommitTimeout      time.Duration
-	// Snapshotting (defaults: threshold 8192 entries, 10240 trailing logs,
-	// checked every 2 minutes).
+	// Snapshotting (defaults: threshold 4096 entries, 4096 trailing logs,
+	// checked every 30 seconds). Fewer trailing logs mean a member with an
+	// empty disk replays less after installing the snapshot.
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
 	SnapshotInterval  time.Duration
@@ -132,13 +133,13 @@ func (c *Config) setDefaults() error {
 	def(&c.HeartbeatTimeout, 500*time.Millisecond)
 	def(&c.ElectionTimeout, 500*time.Millisecond)
 	def(&c.LeaderLeaseTimeout, 250*time.Millisecond)
-	def(&c.CommitTimeout, 20*time.Millisecond)
-	def(&c.SnapshotInterval, 2*time.Minute)
+	def(&c.CommitTimeout, 50*time.Millisecond)
+	def(&c.SnapshotInterval, 30*time.Second)
 	if c.SnapshotThreshold == 0 {
-		c.SnapshotThreshold = 8192
+		c.SnapshotThreshold = 4096
 	}
 	if c.TrailingLogs == 0 {
-		c.TrailingLogs = 10240
+		c.TrailingLogs = 4096
 	}
 	a := &c.Autopilot
 	def(&a.Interval, time.Second)
@@ -174,6 +175,7 @@ type Node struct {
 	peers *peerClients
 	grpc  *grpc.Server
 
+	nudgeCh    chan struct{}
 	proposal   atomic.Pointer[[]*peerpb.Server]
 	registered atomic.Bool
 	health     *healthTracker
@@ -202,7 +204,7 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, dir: dir, id: dir.Identity.ServerID(), book: newAddressBook(), fatalCh: make(chan error, 1), throttle: map[string]time.Time{}}
+	n := &Node{cfg: cfg, dir: dir, id: dir.Identity.ServerID(), book: newAddressBook(), fatalCh: make(chan error, 1), throttle: map[string]time.Time{}, nudgeCh: make(chan struct{}, 1)}
 	n.log = cfg.Logger.With("member", string(n.id))
 	n.fsm = NewFSM(n.fail)
 	n.fsm.onConfiguration = n.book.mergeConfiguration
@@ -264,7 +266,8 @@ func Open(cfg Config) (*Node, error) {
 	n.grpc = grpc.NewServer()
 	peerpb.RegisterPeerServer(n.grpc, &peerServer{n: n})
 	n.ctx, n.cancel = context.WithCancel(context.Background())
-	n.wg.Add(3)
+	n.wg.Add(4)
+	go func() { defer n.wg.Done(); n.runNudger(n.ctx) }()
 	go func() {
 		defer n.wg.Done()
 		if err := n.grpc.Serve(cfg.GRPCListener); err != nil && !errors.Is(err, grpc.ErrServerStopped) {

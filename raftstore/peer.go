@@ -87,6 +87,7 @@ func (s *peerServer) Apply(ctx context.Context, req *peerpb.ApplyRequest) (*peer
 	if err != nil {
 		return nil, raftStatus(err)
 	}
+	n.nudge()
 	b, err := proto.Marshal(res)
 	if err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
@@ -147,13 +148,76 @@ func (s *peerServer) Leave(ctx context.Context, req *peerpb.LeaveRequest) (*peer
 		return c.Leave(ctx, &peerpb.LeaveRequest{ServerId: req.GetServerId(), Hops: req.GetHops() + 1})
 	}
 	if id == n.id {
-		return nil, status.Error(codes.FailedPrecondition, "the leader cannot remove itself; transfer leadership first")
+		// The leader cannot remove itself: hand leadership over and let the
+		// caller retry with the next leader.
+		if err := n.raft.LeadershipTransfer().Error(); err != nil {
+			return nil, status.Errorf(codes.Unavailable, "handing leadership over before removing %s: %v", id, err)
+		}
+		return nil, status.Errorf(codes.Unavailable, "leadership handed over so that %s can be removed; retry", id)
+	}
+	if err := n.checkRemovable(id); err != nil {
+		return nil, err
 	}
 	if err := n.raft.RemoveServer(id, 0, 10*time.Second).Error(); err != nil {
 		return nil, raftStatus(err)
 	}
-	n.log.Info("member left", "left", string(id))
+	n.log.Info("member removed from the configuration", "removed", string(id))
 	return &peerpb.LeaveResponse{}, nil
+}
+
+// checkRemovable refuses to remove a voter when the healthy voters left
+// would be fewer than a quorum of the smaller voter set.
+func (n *Node) checkRemovable(id raft.ServerID) error {
+	health := n.MemberHealth()
+	voters, healthy, found := 0, 0, false
+	for _, m := range health {
+		if m.ID == id {
+			found = true
+			if !m.Voter {
+				return nil
+			}
+			continue
+		}
+		if m.Voter {
+			voters++
+			if m.Healthy {
+				healthy++
+			}
+		}
+	}
+	if !found {
+		return status.Errorf(codes.NotFound, "%s is not a member", id)
+	}
+	if healthy < voters/2+1 {
+		return status.Errorf(codes.FailedPrecondition, "removing voter %s would leave %d healthy voters of %d, fewer than a quorum; bring members back first", id, healthy, voters)
+	}
+	return nil
+}
+
+// RemoveMember removes a member from the configuration, from any member:
+// the request goes to the leader, which first hands leadership over if it
+// is the one to go. A voter is removed only while a quorum of healthy
+// voters remains.
+func (n *Node) RemoveMember(ctx context.Context, id raft.ServerID) error {
+	var lastErr error
+	for {
+		c, err := n.leaderClient()
+		if err == nil {
+			_, err = c.Leave(ctx, &peerpb.LeaveRequest{ServerId: string(id)})
+			if err == nil {
+				return nil
+			}
+			if s, ok := status.FromError(err); ok && (s.Code() == codes.NotFound || s.Code() == codes.FailedPrecondition) {
+				return fmt.Errorf("%s", s.Message())
+			}
+		}
+		lastErr = err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("removing %s: %w (last attempt: %v)", id, ctx.Err(), lastErr)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // admit adds a joining member as a non-voter, or updates its address. It
@@ -225,21 +289,11 @@ func (n *Node) leaderClient() (peerpb.PeerClient, error) {
 func (n *Node) leave(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	for {
-		c, err := n.leaderClient()
-		if err == nil {
-			_, err = c.Leave(ctx, &peerpb.LeaveRequest{ServerId: string(n.id)})
-			if err == nil {
-				n.log.Info("left the cluster")
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last attempt: %v)", ctx.Err(), err)
-		case <-time.After(100 * time.Millisecond):
-		}
+	if err := n.RemoveMember(ctx, n.id); err != nil {
+		return err
 	}
+	n.log.Info("left the cluster")
+	return nil
 }
 
 // peerClients caches one gRPC connection per peer address. Connections

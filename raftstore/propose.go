@@ -148,3 +148,32 @@ func raftStatus(err error) error {
 	}
 	return status.Error(codes.Internal, err.Error())
 }
+
+// nudge asks the leader to tell followers the new commit index now.
+//
+// A follower that forwarded a write waits until its own state machine has
+// applied it (read-your-writes). Raft tells followers that an entry is
+// committed only with the next AppendEntries, which, when nothing else is
+// written, comes a commit timeout later (tens of milliseconds). A barrier
+// appended right after the commit carries the new commit index to every
+// follower within one round trip. Requests coalesce: at most one barrier is
+// in flight, however many forwarded writes completed meanwhile.
+func (n *Node) nudge() {
+	select {
+	case n.nudgeCh <- struct{}{}:
+	default:
+	}
+}
+
+func (n *Node) runNudger(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.nudgeCh:
+		}
+		if n.IsLeader() {
+			_ = n.raft.Barrier(time.Second).Error()
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package raftstore
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -118,8 +119,27 @@ func recoverStores(d *DataDir, rc *raft.Config, logs raft.LogStore, stable raft.
 }
 
 // StageRecovery writes cfg into the data dir; the member applies it when it
-// next starts. It works while the member runs.
-func StageRecovery(dataDir string, cfg raft.Configuration) error {
+// next starts. It works while the member runs. It refuses a configuration
+// that does not list the member itself, which the next start would refuse.
+func StageRecovery(dataDir, app string, cfg raft.Configuration) error {
+	b, err := os.ReadFile(filepath.Join(dataDir, identityFile))
+	if err != nil {
+		return fmt.Errorf("%s is not a bagkeeper data dir (no %s): %w", dataDir, identityFile, err)
+	}
+	var id Identity
+	if err := json.Unmarshal(b, &id); err != nil {
+		return fmt.Errorf("data dir %s: %s is damaged: %w", dataDir, identityFile, err)
+	}
+	if id.App != app {
+		return fmt.Errorf("data dir %s belongs to application %q, not %q", dataDir, id.App, app)
+	}
+	listed := false
+	for _, s := range cfg.Servers {
+		listed = listed || s.ID == id.ServerID()
+	}
+	if !listed {
+		return fmt.Errorf("this member (%s) is not in the recovery configuration; list every survivor, this one included", id.ServerID())
+	}
 	type peer struct {
 		ID       string `json:"id"`
 		Address  string `json:"address"`

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -134,6 +135,17 @@ func (a *adminServer) RemoveUnit(ctx context.Context, req *adminpb.RemoveUnitReq
 	}
 	a.s.log.Info("unit removed by an operator", "unit", req.GetUnit())
 	return &adminpb.RemoveUnitResponse{}, nil
+}
+
+func (a *adminServer) RemoveMember(ctx context.Context, req *adminpb.RemoveMemberRequest) (*adminpb.RemoveMemberResponse, error) {
+	if req.GetId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "no member id given")
+	}
+	if err := a.s.node.RemoveMember(ctx, raft.ServerID(req.GetId())); err != nil {
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	}
+	a.s.log.Info("member removed by an operator", "removed", req.GetId())
+	return &adminpb.RemoveMemberResponse{}, nil
 }
 
 // commandStatus maps a command error onto a gRPC status the CLI can show.

@@ -22,6 +22,9 @@ func (s *Sidecar) Ready() (bool, string) {
 	}
 	unit := s.Unit()
 	if unit == "" {
+		if _, addr := s.node.Leader(); addr == "" {
+			return false, "no leader known yet (bootstrapping or looking for the cluster; see the log)"
+		}
 		return false, "no unit claimed yet"
 	}
 	st := s.node.State()

@@ -82,8 +82,8 @@ func unitReason(st *raftstore.State, unit string) string {
 }
 
 // reapLoop runs the leader's unit duties: release the units of members
-// unreachable for UnitReleaseAfter, remove released units unclaimed for
-// UnitRemoveAfter. Each decision is applied as a compare-and-set, so a
+// unreachable for UnitReleaseAfter (units claimed without an ordinal only),
+// remove released units unclaimed for UnitRemoveAfter. Each decision is applied as a compare-and-set, so a
 // unit claimed again meanwhile is left alone.
 func (s *Sidecar) reapLoop(ctx context.Context) {
 	interval := min(s.cfg.UnitReleaseAfter, s.cfg.UnitRemoveAfter) / 4
@@ -118,6 +118,12 @@ func (s *Sidecar) reapOnce(ctx context.Context) {
 			if u.Member == string(s.node.ID()) {
 				continue
 			}
+			if PodOrdinal(u.Pod, st.App()) == u.Number {
+				// Only pod <app>-N can ever hold app/N: releasing it would
+				// not let anyone else use it, only start the removal clock
+				// on a unit whose pod is merely away.
+				continue
+			}
 			silent := since
 			if h, ok := health[u.Member]; ok {
 				if h.Healthy {
@@ -144,7 +150,7 @@ func (s *Sidecar) reapOnce(ctx context.Context) {
 		cancel()
 		switch {
 		case err == nil:
-			s.log.Info("unit "+op, "unit", u.Name, "member", u.Member)
+			s.log.Info("unit "+op, "unit", u.Name, "holder", u.Member)
 		case errors.Is(err, raftstore.ErrConflict):
 			// Claimed or changed meanwhile: nothing to do.
 		default:

@@ -472,3 +472,39 @@ func cmdUnit(e *env, args []string) error {
 		return nil
 	})
 }
+
+const memberUsage = `Usage: bagkeeper member remove MEMBER-ID
+
+Removes a raft member (its id as 'bagkeeper status' shows it, pod/incarnation)
+from the configuration: for a pod that is gone for good, such as after
+scaling a StatefulSet down. If it is the leader, leadership is handed over
+first. A voter is removed only while a quorum of healthy voters remains.
+Members that stay unreachable are also removed on their own after
+--dead-member-after (non-voters) or replaced after --dead-voter-after.`
+
+func cmdMember(e *env, args []string) error {
+	if len(args) == 0 || args[0] != "remove" {
+		if len(args) > 0 && (args[0] == "--help" || args[0] == "-h") {
+			fmt.Fprintln(e.stdout, memberUsage)
+			return nil
+		}
+		return usageErrorf("expected 'member remove MEMBER-ID'")
+	}
+	var a adminFlags
+	fs := newFlagSet("member remove", memberUsage)
+	a.register(fs, "")
+	rest, err := parse(e, fs, args[1:])
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 || !strings.Contains(rest[0], "/") {
+		return usageErrorf("expected exactly one MEMBER-ID (pod/incarnation, as in 'bagkeeper status'), got %q", rest)
+	}
+	return a.call(func(ctx context.Context, c adminpb.AdminClient) error {
+		if _, err := c.RemoveMember(ctx, &adminpb.RemoveMemberRequest{Id: rest[0]}); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "member %s removed\n", rest[0])
+		return nil
+	})
+}

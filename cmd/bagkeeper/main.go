@@ -37,11 +37,12 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"run", "run the sidecar (the pod's unit agent and raft member)", cmdRun},
+		{"run", "run the sidecar (the pod's member of the application's raft group)", cmdRun},
 		{"status", "show the cluster as this pod's sidecar sees it", cmdStatus},
 		{"bags", "read relation data bags (bags set: write keys of one bag)", cmdBags},
 		{"relation", "relation ensure: create a relation unless it exists", cmdRelation},
 		{"unit", "unit remove: remove a unit at once", cmdUnit},
+		{"member", "member remove: remove a raft member that is gone for good", cmdMember},
 		{"recover", "force the raft configuration after a majority of voters is lost", cmdRecover},
 		{"version", "print the version", func(e *env, _ []string) error { fmt.Fprintln(e.stdout, "bagkeeper", version); return nil }},
 	}

@@ -10,33 +10,33 @@ import (
 )
 
 const recoverUsage = `Usage: bagkeeper recover --app APP --data-dir DIR --show
-       bagkeeper recover --app APP --data-dir DIR --peers FILE [--at-next-start]
+       bagkeeper recover --app APP --data-dir DIR --survivors FILE [--at-next-start]
 
 Recovery after a majority of voters is lost for good (see docs/operations.md).
 Raft cannot commit anything without a majority, and bagkeeper never guesses
 which survivors to trust: you list them.
 
-  --show             print this member's id, address and what it last knew
-                     of the configuration (works while the sidecar runs only
-                     with --at-next-start semantics: it reads a stopped dir)
-  --peers FILE       a JSON list of the survivors, this member included:
-                       [{"id": "app-0/k2j4...", "address": "app-0.app:7400"},
-                        {"id": "app-2/x7p3...", "address": "app-2.app:7400"}]
-                     ("non_voter": true makes one a non-voter). Run the same
-                     command, with the same file, on every survivor.
-  --at-next-start    stage the recovery in the data dir of a RUNNING sidecar;
-                     it is applied when the sidecar next starts. Without it the
-                     sidecar must be stopped and the recovery happens now.
+  --show              print this member's raft id, its last log index and the
+                      configuration it last knew. It reads a STOPPED member's
+                      data dir (a running sidecar holds the directory lock).
+  --survivors FILE    a JSON list of every surviving member, this one included:
+                        [{"id": "app-0/k2j4...", "address": "app-0.app:7400"},
+                         {"id": "app-2/x7p3...", "address": "app-2.app:7400"}]
+                      ("non_voter": true makes one a non-voter). Run the same
+                      command with the same file on every survivor.
+  --at-next-start     stage the recovery in the data dir of a RUNNING sidecar;
+                      the sidecar applies it when it next starts. Without it
+                      the sidecar must be stopped, and the recovery happens now.
 
 Entries in a survivor's log that were not known committed become committed.`
 
 func cmdRecover(e *env, args []string) error {
 	fs := newFlagSet("recover", recoverUsage)
-	var app, dataDir, peers string
+	var app, dataDir, survivors string
 	var show, atNextStart bool
 	fs.StringVar(&app, "app", "", "the application `name` (as given to run)")
 	fs.StringVar(&dataDir, "data-dir", defaultDataDir, "the member's data `dir`")
-	fs.StringVar(&peers, "peers", "", "JSON `file` listing every surviving member")
+	fs.StringVar(&survivors, "survivors", "", "JSON `file` listing every surviving member")
 	fs.BoolVar(&show, "show", false, "only show what the data dir holds")
 	fs.BoolVar(&atNextStart, "at-next-start", false, "stage the recovery for the next start of a running sidecar")
 	rest, err := parse(e, fs, args)
@@ -49,8 +49,8 @@ func cmdRecover(e *env, args []string) error {
 	if app == "" {
 		return usageErrorf("--app is required")
 	}
-	if show == (peers != "") {
-		return usageErrorf("give either --show or --peers FILE")
+	if show == (survivors != "") {
+		return usageErrorf("give either --show or --survivors FILE")
 	}
 	if show {
 		in, err := raftstore.Inspect(dataDir, app)
@@ -63,12 +63,12 @@ func cmdRecover(e *env, args []string) error {
 		}
 		return nil
 	}
-	cfg, err := raftstore.ReadRecoveryConfig(peers)
+	cfg, err := raftstore.ReadRecoveryConfig(survivors)
 	if err != nil {
 		return err
 	}
 	if atNextStart {
-		if err := raftstore.StageRecovery(dataDir, cfg); err != nil {
+		if err := raftstore.StageRecovery(dataDir, app, cfg); err != nil {
 			return err
 		}
 		fmt.Fprintf(e.stdout, "recovery staged in %s: restart this sidecar, then the other survivors the same way\n", dataDir)

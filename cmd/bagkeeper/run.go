@@ -73,22 +73,22 @@ func newRunFlags(e *env) *runFlags {
 	fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM CA `file` that signed every member's certificate")
 	fs.BoolVar(&f.insecure, "insecure", false, "allow a peer port without TLS and without a join token")
 	fs.StringVar(&f.unitMode, "unit-mode", "auto", "how the pod gets its unit: auto, ordinal (pod <app>-N is unit <app>/N) or claim (`mode`)")
-	fs.DurationVar(&f.unitReleaseAfter, "unit-release-after", 5*time.Minute, "the leader releases the unit of a member unreachable this `long`")
-	fs.DurationVar(&f.unitRemoveAfter, "unit-remove-after", 10*time.Minute, "a released unit unclaimed this `long` is removed")
-	fs.StringVar(&f.leaveOnStop, "leave-on-stop", "auto", "leave the raft group on graceful stop: auto (when the pod has no ordinal), true or false")
-	fs.DurationVar(&f.heartbeat, "raft-heartbeat-timeout", 500*time.Millisecond, "raft heartbeat timeout (`duration`)")
-	fs.DurationVar(&f.election, "raft-election-timeout", 500*time.Millisecond, "raft election timeout (`duration`)")
-	fs.DurationVar(&f.leaderLease, "raft-leader-lease-timeout", 250*time.Millisecond, "raft leader lease timeout (`duration`)")
-	fs.DurationVar(&f.commit, "raft-commit-timeout", 20*time.Millisecond, "raft commit timeout (`duration`)")
-	fs.Uint64Var(&f.snapshotThreshold, "raft-snapshot-threshold", 8192, "log entries between snapshots (`n`)")
-	fs.Uint64Var(&f.trailingLogs, "raft-trailing-logs", 10240, "log entries kept after a snapshot (`n`)")
-	fs.DurationVar(&f.snapshotInterval, "raft-snapshot-interval", 2*time.Minute, "how often to check whether to snapshot (`duration`)")
-	fs.DurationVar(&f.autopilotInterval, "autopilot-interval", time.Second, "how often the leader checks members' health (`duration`)")
-	fs.DurationVar(&f.promoteAfter, "promote-after", 5*time.Second, "a caught-up non-voter must be healthy this `long` before promotion")
-	fs.DurationVar(&f.unhealthyAfter, "unhealthy-after", 3*time.Second, "a member silent this `long` counts as unhealthy")
-	fs.DurationVar(&f.deadVoterAfter, "dead-voter-after", 5*time.Minute, "a voter unhealthy this `long` is replaced by a healthy non-voter")
-	fs.DurationVar(&f.deadMemberAfter, "dead-member-after", 15*time.Minute, "a non-voter unhealthy this `long` is removed from the group")
-	fs.DurationVar(&f.joinInterval, "join-interval", time.Second, "pause between bootstrap and join attempts (`duration`)")
+	fs.DurationVar(&f.unitReleaseAfter, "unit-release-after", 5*time.Minute, "the leader releases the unit of a member unreachable this long (units claimed without an ordinal only)")
+	fs.DurationVar(&f.unitRemoveAfter, "unit-remove-after", 10*time.Minute, "a released unit unclaimed this long is removed")
+	fs.StringVar(&f.leaveOnStop, "leave-on-stop", "auto", "whether to leave the raft group on graceful stop (`mode`: auto = when the pod has no ordinal, true or false)")
+	fs.DurationVar(&f.heartbeat, "raft-heartbeat-timeout", 500*time.Millisecond, "how long a follower waits to hear from the leader before it stands for election")
+	fs.DurationVar(&f.election, "raft-election-timeout", 500*time.Millisecond, "how long a candidate waits for votes before it tries again")
+	fs.DurationVar(&f.leaderLease, "raft-leader-lease-timeout", 250*time.Millisecond, "how long a leader keeps leading without hearing from a quorum")
+	fs.DurationVar(&f.commit, "raft-commit-timeout", 50*time.Millisecond, "longest pause between the leader's messages to a follower while nothing is written")
+	fs.Uint64Var(&f.snapshotThreshold, "raft-snapshot-threshold", 4096, "log entries between snapshots")
+	fs.Uint64Var(&f.trailingLogs, "raft-trailing-logs", 4096, "log entries kept after a snapshot (a member further behind gets the snapshot)")
+	fs.DurationVar(&f.snapshotInterval, "raft-snapshot-interval", 30*time.Second, "how often to check whether a snapshot is due")
+	fs.DurationVar(&f.autopilotInterval, "autopilot-interval", time.Second, "how often the leader checks members' health")
+	fs.DurationVar(&f.promoteAfter, "promote-after", 5*time.Second, "a caught-up non-voter must be healthy this long before promotion")
+	fs.DurationVar(&f.unhealthyAfter, "unhealthy-after", 0, "a member silent this long counts as unhealthy (default 3 × --autopilot-interval, at least 2s)")
+	fs.DurationVar(&f.deadVoterAfter, "dead-voter-after", 5*time.Minute, "a voter unhealthy this long is replaced by a healthy non-voter")
+	fs.DurationVar(&f.deadMemberAfter, "dead-member-after", 15*time.Minute, "a non-voter unhealthy this long is removed from the group")
+	fs.DurationVar(&f.joinInterval, "join-interval", time.Second, "pause between bootstrap and join attempts")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (`level`)")
 	fs.StringVar(&f.logFormat, "log-format", "json", "json or text (`format`)")
 	return f
@@ -158,7 +158,7 @@ func (f *runFlags) sidecarConfig(logger *slog.Logger) (sidecar.Config, error) {
 		HeartbeatTimeout: f.heartbeat, ElectionTimeout: f.election, LeaderLeaseTimeout: f.leaderLease, CommitTimeout: f.commit,
 		SnapshotThreshold: f.snapshotThreshold, TrailingLogs: f.trailingLogs, SnapshotInterval: f.snapshotInterval,
 		Autopilot: raftstore.AutopilotConfig{
-			Interval: f.autopilotInterval, Stabilization: f.promoteAfter, UnhealthyAfter: f.unhealthyAfter,
+			Interval: f.autopilotInterval, Stabilization: f.promoteAfter, UnhealthyAfter: f.unhealthyAfter, // 0: derived from the interval
 			DeadVoterAfter: f.deadVoterAfter, DeadNonvoterAfter: f.deadMemberAfter,
 		},
 	}

@@ -994,6 +994,87 @@ func (*RemoveUnitResponse) Descriptor() ([]byte, []int) {
 	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{13}
 }
 
+type RemoveMemberRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The member's raft id, as `bagkeeper status` shows it.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveMemberRequest) Reset() {
+	*x = RemoveMemberRequest{}
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveMemberRequest) ProtoMessage() {}
+
+func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
+func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RemoveMemberRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type RemoveMemberResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveMemberResponse) Reset() {
+	*x = RemoveMemberResponse{}
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveMemberResponse) ProtoMessage() {}
+
+func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
+func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{15}
+}
+
 var File_sidecar_adminpb_admin_proto protoreflect.FileDescriptor
 
 const file_sidecar_adminpb_admin_proto_rawDesc = "" +
@@ -1085,14 +1166,18 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"relationId\"'\n" +
 	"\x11RemoveUnitRequest\x12\x12\n" +
 	"\x04unit\x18\x01 \x01(\tR\x04unit\"\x14\n" +
-	"\x12RemoveUnitResponse2\xc3\x03\n" +
+	"\x12RemoveUnitResponse\"%\n" +
+	"\x13RemoveMemberRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
+	"\x14RemoveMemberResponse2\xa6\x04\n" +
 	"\x05Admin\x12O\n" +
 	"\x06Status\x12!.bagkeeper.admin.v1.StatusRequest\x1a\".bagkeeper.admin.v1.StatusResponse\x12R\n" +
 	"\aGetBags\x12\".bagkeeper.admin.v1.GetBagsRequest\x1a#.bagkeeper.admin.v1.GetBagsResponse\x12O\n" +
 	"\x06SetBag\x12!.bagkeeper.admin.v1.SetBagRequest\x1a\".bagkeeper.admin.v1.SetBagResponse\x12g\n" +
 	"\x0eEnsureRelation\x12).bagkeeper.admin.v1.EnsureRelationRequest\x1a*.bagkeeper.admin.v1.EnsureRelationResponse\x12[\n" +
 	"\n" +
-	"RemoveUnit\x12%.bagkeeper.admin.v1.RemoveUnitRequest\x1a&.bagkeeper.admin.v1.RemoveUnitResponseB0Z.github.com/bagkeeper/bagkeeper/sidecar/adminpbb\x06proto3"
+	"RemoveUnit\x12%.bagkeeper.admin.v1.RemoveUnitRequest\x1a&.bagkeeper.admin.v1.RemoveUnitResponse\x12a\n" +
+	"\fRemoveMember\x12'.bagkeeper.admin.v1.RemoveMemberRequest\x1a(.bagkeeper.admin.v1.RemoveMemberResponseB0Z.github.com/bagkeeper/bagkeeper/sidecar/adminpbb\x06proto3"
 
 var (
 	file_sidecar_adminpb_admin_proto_rawDescOnce sync.Once
@@ -1106,7 +1191,7 @@ func file_sidecar_adminpb_admin_proto_rawDescGZIP() []byte {
 	return file_sidecar_adminpb_admin_proto_rawDescData
 }
 
-var file_sidecar_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_sidecar_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_sidecar_adminpb_admin_proto_goTypes = []any{
 	(*StatusRequest)(nil),          // 0: bagkeeper.admin.v1.StatusRequest
 	(*Member)(nil),                 // 1: bagkeeper.admin.v1.Member
@@ -1122,28 +1207,32 @@ var file_sidecar_adminpb_admin_proto_goTypes = []any{
 	(*EnsureRelationResponse)(nil), // 11: bagkeeper.admin.v1.EnsureRelationResponse
 	(*RemoveUnitRequest)(nil),      // 12: bagkeeper.admin.v1.RemoveUnitRequest
 	(*RemoveUnitResponse)(nil),     // 13: bagkeeper.admin.v1.RemoveUnitResponse
-	nil,                            // 14: bagkeeper.admin.v1.Bag.DataEntry
-	nil,                            // 15: bagkeeper.admin.v1.SetBagRequest.SetEntry
+	(*RemoveMemberRequest)(nil),    // 14: bagkeeper.admin.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),   // 15: bagkeeper.admin.v1.RemoveMemberResponse
+	nil,                            // 16: bagkeeper.admin.v1.Bag.DataEntry
+	nil,                            // 17: bagkeeper.admin.v1.SetBagRequest.SetEntry
 }
 var file_sidecar_adminpb_admin_proto_depIdxs = []int32{
 	1,  // 0: bagkeeper.admin.v1.StatusResponse.members:type_name -> bagkeeper.admin.v1.Member
 	2,  // 1: bagkeeper.admin.v1.StatusResponse.units:type_name -> bagkeeper.admin.v1.Unit
 	3,  // 2: bagkeeper.admin.v1.StatusResponse.relations:type_name -> bagkeeper.admin.v1.Relation
-	14, // 3: bagkeeper.admin.v1.Bag.data:type_name -> bagkeeper.admin.v1.Bag.DataEntry
+	16, // 3: bagkeeper.admin.v1.Bag.data:type_name -> bagkeeper.admin.v1.Bag.DataEntry
 	6,  // 4: bagkeeper.admin.v1.GetBagsResponse.bags:type_name -> bagkeeper.admin.v1.Bag
-	15, // 5: bagkeeper.admin.v1.SetBagRequest.set:type_name -> bagkeeper.admin.v1.SetBagRequest.SetEntry
+	17, // 5: bagkeeper.admin.v1.SetBagRequest.set:type_name -> bagkeeper.admin.v1.SetBagRequest.SetEntry
 	0,  // 6: bagkeeper.admin.v1.Admin.Status:input_type -> bagkeeper.admin.v1.StatusRequest
 	5,  // 7: bagkeeper.admin.v1.Admin.GetBags:input_type -> bagkeeper.admin.v1.GetBagsRequest
 	8,  // 8: bagkeeper.admin.v1.Admin.SetBag:input_type -> bagkeeper.admin.v1.SetBagRequest
 	10, // 9: bagkeeper.admin.v1.Admin.EnsureRelation:input_type -> bagkeeper.admin.v1.EnsureRelationRequest
 	12, // 10: bagkeeper.admin.v1.Admin.RemoveUnit:input_type -> bagkeeper.admin.v1.RemoveUnitRequest
-	4,  // 11: bagkeeper.admin.v1.Admin.Status:output_type -> bagkeeper.admin.v1.StatusResponse
-	7,  // 12: bagkeeper.admin.v1.Admin.GetBags:output_type -> bagkeeper.admin.v1.GetBagsResponse
-	9,  // 13: bagkeeper.admin.v1.Admin.SetBag:output_type -> bagkeeper.admin.v1.SetBagResponse
-	11, // 14: bagkeeper.admin.v1.Admin.EnsureRelation:output_type -> bagkeeper.admin.v1.EnsureRelationResponse
-	13, // 15: bagkeeper.admin.v1.Admin.RemoveUnit:output_type -> bagkeeper.admin.v1.RemoveUnitResponse
-	11, // [11:16] is the sub-list for method output_type
-	6,  // [6:11] is the sub-list for method input_type
+	14, // 11: bagkeeper.admin.v1.Admin.RemoveMember:input_type -> bagkeeper.admin.v1.RemoveMemberRequest
+	4,  // 12: bagkeeper.admin.v1.Admin.Status:output_type -> bagkeeper.admin.v1.StatusResponse
+	7,  // 13: bagkeeper.admin.v1.Admin.GetBags:output_type -> bagkeeper.admin.v1.GetBagsResponse
+	9,  // 14: bagkeeper.admin.v1.Admin.SetBag:output_type -> bagkeeper.admin.v1.SetBagResponse
+	11, // 15: bagkeeper.admin.v1.Admin.EnsureRelation:output_type -> bagkeeper.admin.v1.EnsureRelationResponse
+	13, // 16: bagkeeper.admin.v1.Admin.RemoveUnit:output_type -> bagkeeper.admin.v1.RemoveUnitResponse
+	15, // 17: bagkeeper.admin.v1.Admin.RemoveMember:output_type -> bagkeeper.admin.v1.RemoveMemberResponse
+	12, // [12:18] is the sub-list for method output_type
+	6,  // [6:12] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
 	6,  // [6:6] is the sub-list for extension extendee
 	0,  // [0:6] is the sub-list for field type_name
@@ -1160,7 +1249,7 @@ func file_sidecar_adminpb_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sidecar_adminpb_admin_proto_rawDesc), len(file_sidecar_adminpb_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

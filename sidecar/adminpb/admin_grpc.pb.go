@@ -29,6 +29,7 @@ const (
 	Admin_SetBag_FullMethodName         = "/bagkeeper.admin.v1.Admin/SetBag"
 	Admin_EnsureRelation_FullMethodName = "/bagkeeper.admin.v1.Admin/EnsureRelation"
 	Admin_RemoveUnit_FullMethodName     = "/bagkeeper.admin.v1.Admin/RemoveUnit"
+	Admin_RemoveMember_FullMethodName   = "/bagkeeper.admin.v1.Admin/RemoveMember"
 )
 
 // AdminClient is the client API for Admin service.
@@ -47,6 +48,9 @@ type AdminClient interface {
 	EnsureRelation(ctx context.Context, in *EnsureRelationRequest, opts ...grpc.CallOption) (*EnsureRelationResponse, error)
 	// RemoveUnit removes a unit at once.
 	RemoveUnit(ctx context.Context, in *RemoveUnitRequest, opts ...grpc.CallOption) (*RemoveUnitResponse, error)
+	// RemoveMember removes a raft member from the configuration (for a pod
+	// that is gone for good, e.g. after scaling a StatefulSet down).
+	RemoveMember(ctx context.Context, in *RemoveMemberRequest, opts ...grpc.CallOption) (*RemoveMemberResponse, error)
 }
 
 type adminClient struct {
@@ -107,6 +111,16 @@ func (c *adminClient) RemoveUnit(ctx context.Context, in *RemoveUnitRequest, opt
 	return out, nil
 }
 
+func (c *adminClient) RemoveMember(ctx context.Context, in *RemoveMemberRequest, opts ...grpc.CallOption) (*RemoveMemberResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveMemberResponse)
+	err := c.cc.Invoke(ctx, Admin_RemoveMember_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -123,6 +137,9 @@ type AdminServer interface {
 	EnsureRelation(context.Context, *EnsureRelationRequest) (*EnsureRelationResponse, error)
 	// RemoveUnit removes a unit at once.
 	RemoveUnit(context.Context, *RemoveUnitRequest) (*RemoveUnitResponse, error)
+	// RemoveMember removes a raft member from the configuration (for a pod
+	// that is gone for good, e.g. after scaling a StatefulSet down).
+	RemoveMember(context.Context, *RemoveMemberRequest) (*RemoveMemberResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -147,6 +164,9 @@ func (UnimplementedAdminServer) EnsureRelation(context.Context, *EnsureRelationR
 }
 func (UnimplementedAdminServer) RemoveUnit(context.Context, *RemoveUnitRequest) (*RemoveUnitResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RemoveUnit not implemented")
+}
+func (UnimplementedAdminServer) RemoveMember(context.Context, *RemoveMemberRequest) (*RemoveMemberResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveMember not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -259,6 +279,24 @@ func _Admin_RemoveUnit_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_RemoveMember_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveMemberRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).RemoveMember(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_RemoveMember_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).RemoveMember(ctx, req.(*RemoveMemberRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -285,6 +323,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RemoveUnit",
 			Handler:    _Admin_RemoveUnit_Handler,
+		},
+		{
+			MethodName: "RemoveMember",
+			Handler:    _Admin_RemoveMember_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
