@@ -1,7 +1,9 @@
 package raftstore
 
 import (
+	"encoding/json"
 	"maps"
+	"sort"
 	"time"
 
 	iradix "github.com/hashicorp/go-immutable-radix/v2"
@@ -43,6 +45,8 @@ type txn struct {
 	units     *iradix.Txn[*Unit]
 	charm     *iradix.Txn[Settings]
 	cursors   *iradix.Txn[[]byte]
+	statuses  *iradix.Txn[*Status]
+	extras    *iradix.Txn[*UnitExtra]
 }
 
 func newTxn(base *State, index uint64, now time.Time) *txn {
@@ -90,6 +94,30 @@ func (t *txn) charmTxn() *iradix.Txn[Settings] {
 		t.charm = t.base.charm.Txn()
 	}
 	return t.charm
+}
+
+func (t *txn) statusTxn() *iradix.Txn[*Status] {
+	if t.statuses == nil {
+		t.statuses = t.base.statuses.Txn()
+	}
+	return t.statuses
+}
+
+func (t *txn) extraTxn() *iradix.Txn[*UnitExtra] {
+	if t.extras == nil {
+		t.extras = t.base.extras.Txn()
+	}
+	return t.extras
+}
+
+// extra returns a copy of a unit's extras for modification.
+func (t *txn) extra(unit string) *UnitExtra {
+	e, ok := t.extraTxn().Get([]byte(unit))
+	if !ok {
+		return &UnitExtra{}
+	}
+	c := *e
+	return &c
 }
 
 func (t *txn) cursorTxn() *iradix.Txn[[]byte] {
@@ -158,6 +186,12 @@ func (t *txn) commit() *State {
 	if t.cursors != nil {
 		s.cursors = t.cursors.CommitOnly()
 	}
+	if t.statuses != nil {
+		s.statuses = t.statuses.CommitOnly()
+	}
+	if t.extras != nil {
+		s.extras = t.extras.CommitOnly()
+	}
 	return &s
 }
 
@@ -193,6 +227,16 @@ func (t *txn) applyOp(op *storepb.Op) (*storepb.OpResult, *CommandError) {
 		return t.checkLease(o.CheckLease)
 	case *storepb.Op_SetCursor:
 		return t.setCursor(o.SetCursor)
+	case *storepb.Op_SetStatus:
+		return t.setStatus(o.SetStatus)
+	case *storepb.Op_SetHookError:
+		return t.setHookError(o.SetHookError)
+	case *storepb.Op_SetWorkloadVersion:
+		return t.setWorkloadVersion(o.SetWorkloadVersion)
+	case *storepb.Op_UpdatePorts:
+		return t.updatePorts(o.UpdatePorts)
+	case *storepb.Op_ReleaseLease:
+		return t.releaseLease(o.ReleaseLease)
 	}
 	return nil, opErr(storepb.ErrorCode_UNSUPPORTED, "unknown operation (written by a newer bagkeeper?)")
 }
@@ -400,6 +444,8 @@ func (t *txn) forgetUnitData(name string) {
 	}
 	t.charmTxn().Delete([]byte(name))
 	t.cursorTxn().Delete([]byte(name))
+	t.statusTxn().Delete([]byte(name))
+	t.extraTxn().Delete([]byte(name))
 }
 
 func (t *txn) lookupUnit(name string) (*Unit, *CommandError) {
@@ -466,6 +512,8 @@ func (t *txn) removeUnit(o *storepb.RemoveUnit) (*storepb.OpResult, *CommandErro
 	// charm state and the cursor go with the unit.
 	t.charmTxn().Delete([]byte(u.Name))
 	t.cursorTxn().Delete([]byte(u.Name))
+	t.statusTxn().Delete([]byte(u.Name))
+	t.extraTxn().Delete([]byte(u.Name))
 	if t.readMeta().lease.Unit == u.Name {
 		t.m().lease = Lease{Epoch: t.readMeta().lease.Epoch}
 	}
@@ -554,6 +602,146 @@ func (t *txn) setCursor(o *storepb.SetCursor) (*storepb.OpResult, *CommandError)
 		return nil, opErr(storepb.ErrorCode_TOO_LARGE, "cursor of %d bytes is over the %d byte limit", len(o.GetCursor()), MaxCursorSize)
 	}
 	t.cursorTxn().Insert([]byte(o.GetUnit()), append([]byte(nil), o.GetCursor()...))
+	return &storepb.OpResult{}, nil
+}
+
+// Workload statuses a charm may set.
+var charmStatuses = map[string]bool{"maintenance": true, "blocked": true, "waiting": true, "active": true}
+
+// Limits of the smaller records.
+const (
+	maxStatusMessage   = 16 << 10
+	maxStatusData      = 64 << 10
+	maxWorkloadVersion = 1 << 10
+	maxPorts           = 1024
+)
+
+func (t *txn) setStatus(o *storepb.SetStatus) (*storepb.OpResult, *CommandError) {
+	owner := o.GetOwner()
+	if owner != t.readMeta().app {
+		if _, err := t.liveUnit(owner); err != nil {
+			return nil, err
+		}
+	}
+	if !charmStatuses[o.GetStatus()] {
+		return nil, opErr(storepb.ErrorCode_INVALID, "invalid status %q, expected one of [maintenance blocked waiting active]", o.GetStatus())
+	}
+	if len(o.GetMessage()) > maxStatusMessage {
+		return nil, opErr(storepb.ErrorCode_TOO_LARGE, "status message of %d bytes is over the %d byte limit", len(o.GetMessage()), maxStatusMessage)
+	}
+	if d := o.GetDataJson(); len(d) > 0 {
+		if len(d) > maxStatusData {
+			return nil, opErr(storepb.ErrorCode_TOO_LARGE, "status data of %d bytes is over the %d byte limit", len(d), maxStatusData)
+		}
+		if !json.Valid(d) || d[0] != '{' {
+			return nil, opErr(storepb.ErrorCode_INVALID, "status data must be a JSON object")
+		}
+	}
+	t.statusTxn().Insert([]byte(owner), &Status{Owner: owner, Status: o.GetStatus(), Message: o.GetMessage(), DataJSON: append([]byte(nil), o.GetDataJson()...), Since: t.now})
+	return &storepb.OpResult{}, nil
+}
+
+func (t *txn) setHookError(o *storepb.SetHookError) (*storepb.OpResult, *CommandError) {
+	if _, err := t.liveUnit(o.GetUnit()); err != nil {
+		return nil, err
+	}
+	e := t.extra(o.GetUnit())
+	if e.HookError == o.GetHook() && e.HookErrorMessage == o.GetMessage() {
+		return &storepb.OpResult{}, nil
+	}
+	e.HookError, e.HookErrorMessage, e.HookErrorSince = o.GetHook(), o.GetMessage(), t.now
+	if o.GetHook() == "" {
+		e.HookErrorMessage, e.HookErrorSince = "", time.Time{}
+	}
+	t.extraTxn().Insert([]byte(o.GetUnit()), e)
+	return &storepb.OpResult{}, nil
+}
+
+func (t *txn) setWorkloadVersion(o *storepb.SetWorkloadVersion) (*storepb.OpResult, *CommandError) {
+	if _, err := t.liveUnit(o.GetUnit()); err != nil {
+		return nil, err
+	}
+	if len(o.GetVersion()) > maxWorkloadVersion {
+		return nil, opErr(storepb.ErrorCode_TOO_LARGE, "workload version of %d bytes is over the %d byte limit", len(o.GetVersion()), maxWorkloadVersion)
+	}
+	e := t.extra(o.GetUnit())
+	e.WorkloadVersion = o.GetVersion()
+	t.extraTxn().Insert([]byte(o.GetUnit()), e)
+	return &storepb.OpResult{}, nil
+}
+
+func portFromPB(p *storepb.Port) (Port, *CommandError) {
+	q := Port{Endpoint: p.GetEndpoint(), From: int(p.GetFrom()), To: int(p.GetTo()), Protocol: p.GetProtocol()}
+	switch {
+	case q.Protocol == "icmp":
+		if q.From != 0 || q.To != 0 {
+			return q, opErr(storepb.ErrorCode_INVALID, "protocol \"icmp\" has no ports")
+		}
+	case q.Protocol == "tcp" || q.Protocol == "udp":
+		if q.From < 0 || q.To > 65535 || q.From > q.To {
+			return q, opErr(storepb.ErrorCode_INVALID, "invalid port range %d-%d/%s", q.From, q.To, q.Protocol)
+		}
+	default:
+		return q, opErr(storepb.ErrorCode_INVALID, "invalid protocol %q, expected \"tcp\", \"udp\", or \"icmp\"", q.Protocol)
+	}
+	if q.Endpoint != "" && !ValidEndpointName(q.Endpoint) {
+		return q, opErr(storepb.ErrorCode_INVALID, "invalid endpoint name %q", q.Endpoint)
+	}
+	return q, nil
+}
+
+func (t *txn) updatePorts(o *storepb.UpdatePorts) (*storepb.OpResult, *CommandError) {
+	if _, err := t.liveUnit(o.GetUnit()); err != nil {
+		return nil, err
+	}
+	e := t.extra(o.GetUnit())
+	set := map[Port]bool{}
+	for _, p := range e.Ports {
+		set[p] = true
+	}
+	for _, p := range o.GetOpen() {
+		q, err := portFromPB(p)
+		if err != nil {
+			return nil, err
+		}
+		set[q] = true
+	}
+	for _, p := range o.GetClose() {
+		q, err := portFromPB(p)
+		if err != nil {
+			return nil, err
+		}
+		delete(set, q)
+	}
+	if len(set) > maxPorts {
+		return nil, opErr(storepb.ErrorCode_TOO_LARGE, "unit %s would have %d port ranges open, over the limit of %d", o.GetUnit(), len(set), maxPorts)
+	}
+	ports := make([]Port, 0, len(set))
+	for p := range set {
+		ports = append(ports, p)
+	}
+	sort.Slice(ports, func(i, j int) bool {
+		a, b := ports[i], ports[j]
+		if a.Endpoint != b.Endpoint {
+			return a.Endpoint < b.Endpoint
+		}
+		if a.Protocol != b.Protocol {
+			return a.Protocol < b.Protocol
+		}
+		if a.From != b.From {
+			return a.From < b.From
+		}
+		return a.To < b.To
+	})
+	e.Ports = ports
+	t.extraTxn().Insert([]byte(o.GetUnit()), e)
+	return &storepb.OpResult{}, nil
+}
+
+func (t *txn) releaseLease(o *storepb.ReleaseLease) (*storepb.OpResult, *CommandError) {
+	if cur := t.readMeta().lease; cur.Unit == o.GetUnit() && cur.Unit != "" {
+		t.m().lease = Lease{Epoch: cur.Epoch}
+	}
 	return &storepb.OpResult{}, nil
 }
 

@@ -87,3 +87,36 @@ func CheckLeaseOp(unit string) *storepb.Op {
 func SetCursorOp(unit string, cursor []byte) *storepb.Op {
 	return &storepb.Op{Op: &storepb.Op_SetCursor{SetCursor: &storepb.SetCursor{Unit: unit, Cursor: cursor}}}
 }
+
+// SetStatusOp sets the workload status of a unit or (owner = application
+// name) of the application.
+func SetStatusOp(owner, status, message string, dataJSON []byte) *storepb.Op {
+	return &storepb.Op{Op: &storepb.Op_SetStatus{SetStatus: &storepb.SetStatus{Owner: owner, Status: status, Message: message, DataJson: dataJSON}}}
+}
+
+// SetHookErrorOp records (hook != "") or clears a unit's hook error.
+func SetHookErrorOp(unit, hook, message string) *storepb.Op {
+	return &storepb.Op{Op: &storepb.Op_SetHookError{SetHookError: &storepb.SetHookError{Unit: unit, Hook: hook, Message: message}}}
+}
+
+// SetWorkloadVersionOp sets a unit's workload version.
+func SetWorkloadVersionOp(unit, version string) *storepb.Op {
+	return &storepb.Op{Op: &storepb.Op_SetWorkloadVersion{SetWorkloadVersion: &storepb.SetWorkloadVersion{Unit: unit, Version: version}}}
+}
+
+// UpdatePortsOp opens and closes ports of a unit.
+func UpdatePortsOp(unit string, open, close []Port) *storepb.Op {
+	conv := func(ps []Port) []*storepb.Port {
+		out := make([]*storepb.Port, 0, len(ps))
+		for _, p := range ps {
+			out = append(out, &storepb.Port{Endpoint: p.Endpoint, From: int32(p.From), To: int32(p.To), Protocol: p.Protocol})
+		}
+		return out
+	}
+	return &storepb.Op{Op: &storepb.Op_UpdatePorts{UpdatePorts: &storepb.UpdatePorts{Unit: unit, Open: conv(open), Close: conv(close)}}}
+}
+
+// ReleaseLeaseOp gives up the leadership lease if unit holds it.
+func ReleaseLeaseOp(unit string) *storepb.Op {
+	return &storepb.Op{Op: &storepb.Op_ReleaseLease{ReleaseLease: &storepb.ReleaseLease{Unit: unit}}}
+}

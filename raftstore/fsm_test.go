@@ -88,6 +88,14 @@ func dump(s *State) string {
 	for _, u := range s.Units() {
 		fmt.Fprintf(&b, "unit %+v charm=%s cursor=%x\n", *u, kv(s.CharmState(u.Name)), s.Cursor(u.Name))
 	}
+	walk(s.statuses, func(k []byte, v *Status) bool {
+		fmt.Fprintf(&b, "status %s %s %q %s since=%d\n", k, v.Status, v.Message, v.DataJSON, v.Since.UnixNano())
+		return true
+	})
+	walk(s.extras, func(k []byte, v *UnitExtra) bool {
+		fmt.Fprintf(&b, "extra %s version=%q ports=%v err=%q %q %d\n", k, v.WorkloadVersion, v.Ports, v.HookError, v.HookErrorMessage, v.HookErrorSince.UnixNano())
+		return true
+	})
 	walk(s.requests, func(k []byte, v *requestEntry) bool {
 		fmt.Fprintf(&b, "req %s t=%d %x\n", k, v.time, v.result)
 		return true
@@ -526,6 +534,8 @@ func TestSnapshotRoundTripPreservesEverything(t *testing.T) {
 	m.cmd("r1", UpdateBagOp(rel, a, map[string]string{"x": "1", "y": ""}), UpdateBagOp(db, "mysql/0", map[string]string{"db": "wp"}))
 	m.must(UpdateBagOp(rel, "app", map[string]string{"secret": "s"}), UpdateCharmStateOp(b, map[string]string{"k": "v"}))
 	m.must(SetCursorOp(a, []byte{0, 1, 2}), ClaimLeaseOp(a, "m1", int64(time.Minute)), UpdateLeaderSettingsOp(map[string]string{"l": "1"}))
+	m.must(SetStatusOp(a, "active", "ready", []byte(`{"k":1}`)), SetStatusOp("app", "waiting", "", nil), SetHookErrorOp(b, "install", "exit 1"))
+	m.must(SetWorkloadVersionOp(a, "1.2"), UpdatePortsOp(a, []Port{{From: 80, To: 80, Protocol: "tcp"}, {Endpoint: "db", Protocol: "icmp"}}, nil))
 	m.must(ReleaseUnitOp(b, "", "stop"))
 	var buf bytes.Buffer
 	if err := WriteSnapshot(&buf, m.s); err != nil {
@@ -616,4 +626,54 @@ func FuzzReadSnapshot(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, _ = ReadSnapshot(bytes.NewReader(data))
 	})
+}
+
+func TestStatusesVersionsPortsAndHookErrors(t *testing.T) {
+	m := newMachine(t, "app")
+	u := m.claim("m1", "p1", -1)
+	m.must(SetStatusOp(u, "active", "all good", []byte(`{"x":"y"}`)))
+	if st, ok := m.s.Status(u); !ok || st.Status != "active" || st.Message != "all good" || string(st.DataJSON) != `{"x":"y"}` || !st.Since.Equal(t0) {
+		t.Fatalf("status %+v", st)
+	}
+	for _, bad := range []*storepb.Op{
+		SetStatusOp(u, "error", "", nil),
+		SetStatusOp(u, "active", "", []byte(`[1]`)),
+		SetStatusOp(u, "active", "", []byte(`{`)),
+		SetStatusOp("app/9", "active", "", nil),
+		SetStatusOp("other", "active", "", nil),
+		UpdatePortsOp(u, []Port{{From: 20, To: 10, Protocol: "tcp"}}, nil),
+		UpdatePortsOp(u, []Port{{From: 1, To: 1, Protocol: "icmp"}}, nil),
+		UpdatePortsOp(u, []Port{{From: 1, To: 1, Protocol: "sctp"}}, nil),
+	} {
+		if err := m.do(bad); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+	m.must(UpdatePortsOp(u, []Port{{From: 80, To: 80, Protocol: "tcp"}, {From: 53, To: 55, Protocol: "udp"}, {Endpoint: "db", From: 5432, To: 5432, Protocol: "tcp"}}, nil))
+	m.must(UpdatePortsOp(u, []Port{{Protocol: "icmp"}}, []Port{{From: 53, To: 55, Protocol: "udp"}, {From: 9, To: 9, Protocol: "tcp"}}))
+	if got := fmt.Sprint(m.s.UnitExtra(u).Ports); got != "[icmp 80/tcp 5432/tcp]" {
+		t.Fatalf("ports %s", got)
+	}
+	m.must(SetHookErrorOp(u, "config-changed", "exit status 1"), SetWorkloadVersionOp(u, "14.2"))
+	if e := m.s.UnitExtra(u); e.HookError != "config-changed" || e.WorkloadVersion != "14.2" || len(e.Ports) != 3 {
+		t.Fatalf("extra %+v", e)
+	}
+	m.must(SetHookErrorOp(u, "", ""))
+	if e := m.s.UnitExtra(u); e.HookError != "" || !e.HookErrorSince.IsZero() {
+		t.Fatalf("cleared hook error %+v", e)
+	}
+	m.must(ClaimLeaseOp(u, "m1", int64(time.Minute)))
+	m.must(ReleaseLeaseOp("app/7"))
+	if m.s.Lease().Unit != u {
+		t.Fatal("releasing another unit's lease took it away")
+	}
+	m.must(ReleaseLeaseOp(u))
+	if l := m.s.Lease(); l.Unit != "" || l.Epoch != 1 {
+		t.Fatalf("released lease %+v", l)
+	}
+	m.must(ReleaseUnitOp(u, "", ""))
+	m.must(RemoveUnitOp(u, 0, "gone"))
+	if _, ok := m.s.Status(u); ok || m.s.UnitExtra(u).WorkloadVersion != "" {
+		t.Fatal("a removed unit kept its status or extras")
+	}
 }

@@ -80,6 +80,24 @@ func WriteSnapshot(w io.Writer, s *State) error {
 	if err != nil {
 		return err
 	}
+	walk(s.statuses, func(_ []byte, v *Status) bool {
+		err = put(&storepb.SnapshotRecord{Record: &storepb.SnapshotRecord_Status{Status: &storepb.StatusRecord{Owner: v.Owner, Status: v.Status, Message: v.Message, DataJson: v.DataJSON, SinceUnixNano: unixNano(v.Since)}}})
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+	walk(s.extras, func(k []byte, v *UnitExtra) bool {
+		rec := &storepb.UnitExtraRecord{Unit: string(k), WorkloadVersion: v.WorkloadVersion, HookError: v.HookError, HookErrorMessage: v.HookErrorMessage, HookErrorSinceUnixNano: unixNano(v.HookErrorSince)}
+		for _, p := range v.Ports {
+			rec.Ports = append(rec.Ports, &storepb.Port{Endpoint: p.Endpoint, From: int32(p.From), To: int32(p.To), Protocol: p.Protocol})
+		}
+		err = put(&storepb.SnapshotRecord{Record: &storepb.SnapshotRecord_UnitExtra{UnitExtra: rec}})
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
 	walk(s.requests, func(k []byte, v *requestEntry) bool {
 		var res storepb.Result
 		if uerr := proto.Unmarshal(v.result, &res); uerr != nil {
@@ -105,6 +123,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	s := newState()
 	rel, bags, units := s.relations.Txn(), s.bags.Txn(), s.units.Txn()
 	charm, cursors, reqs, byTime := s.charm.Txn(), s.cursors.Txn(), s.requests.Txn(), s.reqByTime.Txn()
+	statuses, extras := s.statuses.Txn(), s.extras.Txn()
 	var n uint64
 	sawHeader := false
 	for {
@@ -160,12 +179,23 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			id, ts := x.Request.GetId(), x.Request.GetTimeUnixNano()
 			reqs.Insert([]byte(id), &requestEntry{time: ts, result: enc})
 			byTime.Insert(append(numKey(ts), id...), id)
+		case *storepb.SnapshotRecord_Status:
+			st := x.Status
+			statuses.Insert([]byte(st.GetOwner()), &Status{Owner: st.GetOwner(), Status: st.GetStatus(), Message: st.GetMessage(), DataJSON: st.GetDataJson(), Since: fromUnixNano(st.GetSinceUnixNano())})
+		case *storepb.SnapshotRecord_UnitExtra:
+			e := x.UnitExtra
+			ue := &UnitExtra{WorkloadVersion: e.GetWorkloadVersion(), HookError: e.GetHookError(), HookErrorMessage: e.GetHookErrorMessage(), HookErrorSince: fromUnixNano(e.GetHookErrorSinceUnixNano())}
+			for _, p := range e.GetPorts() {
+				ue.Ports = append(ue.Ports, Port{Endpoint: p.GetEndpoint(), From: int(p.GetFrom()), To: int(p.GetTo()), Protocol: p.GetProtocol()})
+			}
+			extras.Insert([]byte(e.GetUnit()), ue)
 		case *storepb.SnapshotRecord_End:
 			if x.End.GetRecords() != n {
 				return nil, fmt.Errorf("snapshot end record counts %d records, read %d", x.End.GetRecords(), n)
 			}
 			s.relations, s.bags, s.units = rel.CommitOnly(), bags.CommitOnly(), units.CommitOnly()
 			s.charm, s.cursors, s.requests, s.reqByTime = charm.CommitOnly(), cursors.CommitOnly(), reqs.CommitOnly(), byTime.CommitOnly()
+			s.statuses, s.extras = statuses.CommitOnly(), extras.CommitOnly()
 			return s, nil
 		default:
 			return nil, fmt.Errorf("snapshot record %d is of a kind this bagkeeper does not know (written by a newer version?)", n)

@@ -25,6 +25,8 @@ type State struct {
 	cursors   *iradix.Tree[[]byte]        // key: unit name
 	requests  *iradix.Tree[*requestEntry] // key: request id
 	reqByTime *iradix.Tree[string]        // key: numKey(time) + id, value: id
+	statuses  *iradix.Tree[*Status]       // key: owner (unit or application name)
+	extras    *iradix.Tree[*UnitExtra]    // key: unit name
 }
 
 // meta holds the scalar parts of the state. Replaced, never mutated.
@@ -130,6 +132,45 @@ func (l Lease) HeldBy(unit string, now time.Time) bool {
 	return l.Unit != "" && l.Unit == unit && now.Before(l.Expires)
 }
 
+// Status is a workload status set by a charm (status-set) for a unit or
+// the application.
+type Status struct {
+	Owner   string
+	Status  string
+	Message string
+	// DataJSON is a JSON object, or empty.
+	DataJSON []byte
+	Since    time.Time
+}
+
+// Port is a range of ports of one protocol opened for an endpoint ("" =
+// all endpoints); icmp has no ports.
+type Port struct {
+	Endpoint string
+	From, To int
+	Protocol string
+}
+
+func (p Port) String() string {
+	if p.Protocol == "icmp" {
+		return "icmp"
+	}
+	if p.From == p.To {
+		return strconv.Itoa(p.From) + "/" + p.Protocol
+	}
+	return strconv.Itoa(p.From) + "-" + strconv.Itoa(p.To) + "/" + p.Protocol
+}
+
+// UnitExtra is what a unit has besides its identity: its workload
+// version, its open ports and the hook error it is in, if any.
+type UnitExtra struct {
+	WorkloadVersion  string
+	Ports            []Port
+	HookError        string
+	HookErrorMessage string
+	HookErrorSince   time.Time
+}
+
 type requestEntry struct {
 	time   int64
 	result []byte // encoded storepb.Result
@@ -145,6 +186,8 @@ func newState() *State {
 		cursors:   iradix.New[[]byte](),
 		requests:  iradix.New[*requestEntry](),
 		reqByTime: iradix.New[string](),
+		statuses:  iradix.New[*Status](),
+		extras:    iradix.New[*UnitExtra](),
 	}
 }
 
@@ -246,6 +289,19 @@ func (s *State) Cursor(unit string) []byte {
 // revision.
 func (s *State) LeaderSettings() (Settings, uint64) {
 	return s.meta.leader, s.meta.leaderRev
+}
+
+// Status returns the workload status of a unit or the application.
+func (s *State) Status(owner string) (*Status, bool) {
+	return s.statuses.Get([]byte(owner))
+}
+
+// UnitExtra returns a unit's version, ports and hook error (zero if none).
+func (s *State) UnitExtra(unit string) UnitExtra {
+	if e, ok := s.extras.Get([]byte(unit)); ok {
+		return *e
+	}
+	return UnitExtra{}
 }
 
 // Lease returns the application leadership lease (zero if none).

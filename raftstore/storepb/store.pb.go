@@ -234,6 +234,11 @@ type Op struct {
 	//	*Op_CheckLease
 	//	*Op_SetCursor
 	//	*Op_CheckBag
+	//	*Op_SetStatus
+	//	*Op_SetHookError
+	//	*Op_SetWorkloadVersion
+	//	*Op_UpdatePorts
+	//	*Op_ReleaseLease
 	Op            isOp_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -393,6 +398,51 @@ func (x *Op) GetCheckBag() *CheckBag {
 	return nil
 }
 
+func (x *Op) GetSetStatus() *SetStatus {
+	if x != nil {
+		if x, ok := x.Op.(*Op_SetStatus); ok {
+			return x.SetStatus
+		}
+	}
+	return nil
+}
+
+func (x *Op) GetSetHookError() *SetHookError {
+	if x != nil {
+		if x, ok := x.Op.(*Op_SetHookError); ok {
+			return x.SetHookError
+		}
+	}
+	return nil
+}
+
+func (x *Op) GetSetWorkloadVersion() *SetWorkloadVersion {
+	if x != nil {
+		if x, ok := x.Op.(*Op_SetWorkloadVersion); ok {
+			return x.SetWorkloadVersion
+		}
+	}
+	return nil
+}
+
+func (x *Op) GetUpdatePorts() *UpdatePorts {
+	if x != nil {
+		if x, ok := x.Op.(*Op_UpdatePorts); ok {
+			return x.UpdatePorts
+		}
+	}
+	return nil
+}
+
+func (x *Op) GetReleaseLease() *ReleaseLease {
+	if x != nil {
+		if x, ok := x.Op.(*Op_ReleaseLease); ok {
+			return x.ReleaseLease
+		}
+	}
+	return nil
+}
+
 type isOp_Op interface {
 	isOp_Op()
 }
@@ -449,6 +499,26 @@ type Op_CheckBag struct {
 	CheckBag *CheckBag `protobuf:"bytes,13,opt,name=check_bag,json=checkBag,proto3,oneof"`
 }
 
+type Op_SetStatus struct {
+	SetStatus *SetStatus `protobuf:"bytes,14,opt,name=set_status,json=setStatus,proto3,oneof"`
+}
+
+type Op_SetHookError struct {
+	SetHookError *SetHookError `protobuf:"bytes,15,opt,name=set_hook_error,json=setHookError,proto3,oneof"`
+}
+
+type Op_SetWorkloadVersion struct {
+	SetWorkloadVersion *SetWorkloadVersion `protobuf:"bytes,16,opt,name=set_workload_version,json=setWorkloadVersion,proto3,oneof"`
+}
+
+type Op_UpdatePorts struct {
+	UpdatePorts *UpdatePorts `protobuf:"bytes,17,opt,name=update_ports,json=updatePorts,proto3,oneof"`
+}
+
+type Op_ReleaseLease struct {
+	ReleaseLease *ReleaseLease `protobuf:"bytes,18,opt,name=release_lease,json=releaseLease,proto3,oneof"`
+}
+
 func (*Op_InitCluster) isOp_Op() {}
 
 func (*Op_EnsureRelation) isOp_Op() {}
@@ -474,6 +544,16 @@ func (*Op_CheckLease) isOp_Op() {}
 func (*Op_SetCursor) isOp_Op() {}
 
 func (*Op_CheckBag) isOp_Op() {}
+
+func (*Op_SetStatus) isOp_Op() {}
+
+func (*Op_SetHookError) isOp_Op() {}
+
+func (*Op_SetWorkloadVersion) isOp_Op() {}
+
+func (*Op_UpdatePorts) isOp_Op() {}
+
+func (*Op_ReleaseLease) isOp_Op() {}
 
 // InitCluster names the application the group serves. It is the first
 // command of every cluster and may be applied once.
@@ -1255,6 +1335,370 @@ func (x *SetCursor) GetCursor() []byte {
 	return nil
 }
 
+// SetStatus sets the workload status a charm reports for a unit or, with
+// an application name as owner, for the application.
+type SetStatus struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Owner   string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	Status  string                 `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	Message string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// JSON object of status data, may be empty.
+	DataJson      []byte `protobuf:"bytes,4,opt,name=data_json,json=dataJson,proto3" json:"data_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetStatus) Reset() {
+	*x = SetStatus{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetStatus) ProtoMessage() {}
+
+func (x *SetStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetStatus.ProtoReflect.Descriptor instead.
+func (*SetStatus) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *SetStatus) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *SetStatus) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *SetStatus) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *SetStatus) GetDataJson() []byte {
+	if x != nil {
+		return x.DataJson
+	}
+	return nil
+}
+
+// SetHookError records that a unit's hook failed (the unit shows "error"
+// until a hook succeeds); an empty hook clears it.
+type SetHookError struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Unit          string                 `protobuf:"bytes,1,opt,name=unit,proto3" json:"unit,omitempty"`
+	Hook          string                 `protobuf:"bytes,2,opt,name=hook,proto3" json:"hook,omitempty"`
+	Message       string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetHookError) Reset() {
+	*x = SetHookError{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetHookError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetHookError) ProtoMessage() {}
+
+func (x *SetHookError) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetHookError.ProtoReflect.Descriptor instead.
+func (*SetHookError) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *SetHookError) GetUnit() string {
+	if x != nil {
+		return x.Unit
+	}
+	return ""
+}
+
+func (x *SetHookError) GetHook() string {
+	if x != nil {
+		return x.Hook
+	}
+	return ""
+}
+
+func (x *SetHookError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// SetWorkloadVersion sets a unit's workload version
+// (application-version-set).
+type SetWorkloadVersion struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Unit          string                 `protobuf:"bytes,1,opt,name=unit,proto3" json:"unit,omitempty"`
+	Version       string                 `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetWorkloadVersion) Reset() {
+	*x = SetWorkloadVersion{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetWorkloadVersion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetWorkloadVersion) ProtoMessage() {}
+
+func (x *SetWorkloadVersion) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetWorkloadVersion.ProtoReflect.Descriptor instead.
+func (*SetWorkloadVersion) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *SetWorkloadVersion) GetUnit() string {
+	if x != nil {
+		return x.Unit
+	}
+	return ""
+}
+
+func (x *SetWorkloadVersion) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+// Port is a range of ports of one protocol, opened for one endpoint ("" =
+// all endpoints). icmp has no ports (from = to = 0).
+type Port struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Endpoint      string                 `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	From          int32                  `protobuf:"varint,2,opt,name=from,proto3" json:"from,omitempty"`
+	To            int32                  `protobuf:"varint,3,opt,name=to,proto3" json:"to,omitempty"`
+	Protocol      string                 `protobuf:"bytes,4,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Port) Reset() {
+	*x = Port{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Port) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Port) ProtoMessage() {}
+
+func (x *Port) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Port.ProtoReflect.Descriptor instead.
+func (*Port) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *Port) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
+}
+
+func (x *Port) GetFrom() int32 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *Port) GetTo() int32 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
+func (x *Port) GetProtocol() string {
+	if x != nil {
+		return x.Protocol
+	}
+	return ""
+}
+
+// UpdatePorts opens and closes ports of a unit; closes apply after opens.
+type UpdatePorts struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Unit          string                 `protobuf:"bytes,1,opt,name=unit,proto3" json:"unit,omitempty"`
+	Open          []*Port                `protobuf:"bytes,2,rep,name=open,proto3" json:"open,omitempty"`
+	Close         []*Port                `protobuf:"bytes,3,rep,name=close,proto3" json:"close,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdatePorts) Reset() {
+	*x = UpdatePorts{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdatePorts) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdatePorts) ProtoMessage() {}
+
+func (x *UpdatePorts) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdatePorts.ProtoReflect.Descriptor instead.
+func (*UpdatePorts) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *UpdatePorts) GetUnit() string {
+	if x != nil {
+		return x.Unit
+	}
+	return ""
+}
+
+func (x *UpdatePorts) GetOpen() []*Port {
+	if x != nil {
+		return x.Open
+	}
+	return nil
+}
+
+func (x *UpdatePorts) GetClose() []*Port {
+	if x != nil {
+		return x.Close
+	}
+	return nil
+}
+
+// ReleaseLease gives up the leadership lease if unit holds it (a leader
+// stopping gracefully lets the next one take over at once).
+type ReleaseLease struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Unit          string                 `protobuf:"bytes,1,opt,name=unit,proto3" json:"unit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseLease) Reset() {
+	*x = ReleaseLease{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseLease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseLease) ProtoMessage() {}
+
+func (x *ReleaseLease) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseLease.ProtoReflect.Descriptor instead.
+func (*ReleaseLease) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *ReleaseLease) GetUnit() string {
+	if x != nil {
+		return x.Unit
+	}
+	return ""
+}
+
 // Result is the outcome of a Command, also stored for request-id dedup.
 type Result struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1273,7 +1717,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[15]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1285,7 +1729,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[15]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1298,7 +1742,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{15}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Result) GetErrorCode() ErrorCode {
@@ -1346,7 +1790,7 @@ type OpResult struct {
 
 func (x *OpResult) Reset() {
 	*x = OpResult{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[16]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1358,7 +1802,7 @@ func (x *OpResult) String() string {
 func (*OpResult) ProtoMessage() {}
 
 func (x *OpResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[16]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1371,7 +1815,7 @@ func (x *OpResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpResult.ProtoReflect.Descriptor instead.
 func (*OpResult) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{16}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *OpResult) GetUnit() string {
@@ -1402,6 +1846,8 @@ type SnapshotRecord struct {
 	//	*SnapshotRecord_Cursor
 	//	*SnapshotRecord_Request
 	//	*SnapshotRecord_End
+	//	*SnapshotRecord_Status
+	//	*SnapshotRecord_UnitExtra
 	Record        isSnapshotRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1409,7 +1855,7 @@ type SnapshotRecord struct {
 
 func (x *SnapshotRecord) Reset() {
 	*x = SnapshotRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[17]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1421,7 +1867,7 @@ func (x *SnapshotRecord) String() string {
 func (*SnapshotRecord) ProtoMessage() {}
 
 func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[17]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1434,7 +1880,7 @@ func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRecord.ProtoReflect.Descriptor instead.
 func (*SnapshotRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{17}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SnapshotRecord) GetRecord() isSnapshotRecord_Record {
@@ -1516,6 +1962,24 @@ func (x *SnapshotRecord) GetEnd() *SnapshotEnd {
 	return nil
 }
 
+func (x *SnapshotRecord) GetStatus() *StatusRecord {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_Status); ok {
+			return x.Status
+		}
+	}
+	return nil
+}
+
+func (x *SnapshotRecord) GetUnitExtra() *UnitExtraRecord {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_UnitExtra); ok {
+			return x.UnitExtra
+		}
+	}
+	return nil
+}
+
 type isSnapshotRecord_Record interface {
 	isSnapshotRecord_Record()
 }
@@ -1552,6 +2016,14 @@ type SnapshotRecord_End struct {
 	End *SnapshotEnd `protobuf:"bytes,8,opt,name=end,proto3,oneof"`
 }
 
+type SnapshotRecord_Status struct {
+	Status *StatusRecord `protobuf:"bytes,9,opt,name=status,proto3,oneof"`
+}
+
+type SnapshotRecord_UnitExtra struct {
+	UnitExtra *UnitExtraRecord `protobuf:"bytes,10,opt,name=unit_extra,json=unitExtra,proto3,oneof"`
+}
+
 func (*SnapshotRecord_Header) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Relation) isSnapshotRecord_Record() {}
@@ -1567,6 +2039,171 @@ func (*SnapshotRecord_Cursor) isSnapshotRecord_Record() {}
 func (*SnapshotRecord_Request) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_End) isSnapshotRecord_Record() {}
+
+func (*SnapshotRecord_Status) isSnapshotRecord_Record() {}
+
+func (*SnapshotRecord_UnitExtra) isSnapshotRecord_Record() {}
+
+type StatusRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Owner         string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	Status        string                 `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	Message       string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	DataJson      []byte                 `protobuf:"bytes,4,opt,name=data_json,json=dataJson,proto3" json:"data_json,omitempty"`
+	SinceUnixNano int64                  `protobuf:"varint,5,opt,name=since_unix_nano,json=sinceUnixNano,proto3" json:"since_unix_nano,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatusRecord) Reset() {
+	*x = StatusRecord{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatusRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatusRecord) ProtoMessage() {}
+
+func (x *StatusRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatusRecord.ProtoReflect.Descriptor instead.
+func (*StatusRecord) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *StatusRecord) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *StatusRecord) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *StatusRecord) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *StatusRecord) GetDataJson() []byte {
+	if x != nil {
+		return x.DataJson
+	}
+	return nil
+}
+
+func (x *StatusRecord) GetSinceUnixNano() int64 {
+	if x != nil {
+		return x.SinceUnixNano
+	}
+	return 0
+}
+
+// UnitExtraRecord holds what a unit has besides its identity.
+type UnitExtraRecord struct {
+	state                  protoimpl.MessageState `protogen:"open.v1"`
+	Unit                   string                 `protobuf:"bytes,1,opt,name=unit,proto3" json:"unit,omitempty"`
+	WorkloadVersion        string                 `protobuf:"bytes,2,opt,name=workload_version,json=workloadVersion,proto3" json:"workload_version,omitempty"`
+	Ports                  []*Port                `protobuf:"bytes,3,rep,name=ports,proto3" json:"ports,omitempty"`
+	HookError              string                 `protobuf:"bytes,4,opt,name=hook_error,json=hookError,proto3" json:"hook_error,omitempty"`
+	HookErrorMessage       string                 `protobuf:"bytes,5,opt,name=hook_error_message,json=hookErrorMessage,proto3" json:"hook_error_message,omitempty"`
+	HookErrorSinceUnixNano int64                  `protobuf:"varint,6,opt,name=hook_error_since_unix_nano,json=hookErrorSinceUnixNano,proto3" json:"hook_error_since_unix_nano,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
+}
+
+func (x *UnitExtraRecord) Reset() {
+	*x = UnitExtraRecord{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnitExtraRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnitExtraRecord) ProtoMessage() {}
+
+func (x *UnitExtraRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnitExtraRecord.ProtoReflect.Descriptor instead.
+func (*UnitExtraRecord) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *UnitExtraRecord) GetUnit() string {
+	if x != nil {
+		return x.Unit
+	}
+	return ""
+}
+
+func (x *UnitExtraRecord) GetWorkloadVersion() string {
+	if x != nil {
+		return x.WorkloadVersion
+	}
+	return ""
+}
+
+func (x *UnitExtraRecord) GetPorts() []*Port {
+	if x != nil {
+		return x.Ports
+	}
+	return nil
+}
+
+func (x *UnitExtraRecord) GetHookError() string {
+	if x != nil {
+		return x.HookError
+	}
+	return ""
+}
+
+func (x *UnitExtraRecord) GetHookErrorMessage() string {
+	if x != nil {
+		return x.HookErrorMessage
+	}
+	return ""
+}
+
+func (x *UnitExtraRecord) GetHookErrorSinceUnixNano() int64 {
+	if x != nil {
+		return x.HookErrorSinceUnixNano
+	}
+	return 0
+}
 
 type SnapshotHeader struct {
 	state                  protoimpl.MessageState `protogen:"open.v1"`
@@ -1585,7 +2222,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[18]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1597,7 +2234,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[18]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1610,7 +2247,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{18}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SnapshotHeader) GetVersion() uint32 {
@@ -1685,7 +2322,7 @@ type SnapshotEnd struct {
 
 func (x *SnapshotEnd) Reset() {
 	*x = SnapshotEnd{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[19]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1697,7 +2334,7 @@ func (x *SnapshotEnd) String() string {
 func (*SnapshotEnd) ProtoMessage() {}
 
 func (x *SnapshotEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[19]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1710,7 +2347,7 @@ func (x *SnapshotEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotEnd.ProtoReflect.Descriptor instead.
 func (*SnapshotEnd) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{19}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SnapshotEnd) GetRecords() uint64 {
@@ -1733,7 +2370,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[20]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1745,7 +2382,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[20]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1758,7 +2395,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{20}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Lease) GetUnit() string {
@@ -1811,7 +2448,7 @@ type RelationRecord struct {
 
 func (x *RelationRecord) Reset() {
 	*x = RelationRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[21]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1823,7 +2460,7 @@ func (x *RelationRecord) String() string {
 func (*RelationRecord) ProtoMessage() {}
 
 func (x *RelationRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[21]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1836,7 +2473,7 @@ func (x *RelationRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelationRecord.ProtoReflect.Descriptor instead.
 func (*RelationRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{21}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RelationRecord) GetId() int64 {
@@ -1901,7 +2538,7 @@ type BagRecord struct {
 
 func (x *BagRecord) Reset() {
 	*x = BagRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[22]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1913,7 +2550,7 @@ func (x *BagRecord) String() string {
 func (*BagRecord) ProtoMessage() {}
 
 func (x *BagRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[22]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1926,7 +2563,7 @@ func (x *BagRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BagRecord.ProtoReflect.Descriptor instead.
 func (*BagRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{22}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *BagRecord) GetRelationId() int64 {
@@ -1982,7 +2619,7 @@ type UnitRecord struct {
 
 func (x *UnitRecord) Reset() {
 	*x = UnitRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[23]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1994,7 +2631,7 @@ func (x *UnitRecord) String() string {
 func (*UnitRecord) ProtoMessage() {}
 
 func (x *UnitRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[23]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2007,7 +2644,7 @@ func (x *UnitRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnitRecord.ProtoReflect.Descriptor instead.
 func (*UnitRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{23}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *UnitRecord) GetName() string {
@@ -2090,7 +2727,7 @@ type CharmStateRecord struct {
 
 func (x *CharmStateRecord) Reset() {
 	*x = CharmStateRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[24]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2102,7 +2739,7 @@ func (x *CharmStateRecord) String() string {
 func (*CharmStateRecord) ProtoMessage() {}
 
 func (x *CharmStateRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[24]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2115,7 +2752,7 @@ func (x *CharmStateRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CharmStateRecord.ProtoReflect.Descriptor instead.
 func (*CharmStateRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{24}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CharmStateRecord) GetUnit() string {
@@ -2142,7 +2779,7 @@ type CursorRecord struct {
 
 func (x *CursorRecord) Reset() {
 	*x = CursorRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[25]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2154,7 +2791,7 @@ func (x *CursorRecord) String() string {
 func (*CursorRecord) ProtoMessage() {}
 
 func (x *CursorRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[25]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2167,7 +2804,7 @@ func (x *CursorRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CursorRecord.ProtoReflect.Descriptor instead.
 func (*CursorRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{25}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CursorRecord) GetUnit() string {
@@ -2195,7 +2832,7 @@ type RequestRecord struct {
 
 func (x *RequestRecord) Reset() {
 	*x = RequestRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[26]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2207,7 +2844,7 @@ func (x *RequestRecord) String() string {
 func (*RequestRecord) ProtoMessage() {}
 
 func (x *RequestRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[26]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2220,7 +2857,7 @@ func (x *RequestRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestRecord.ProtoReflect.Descriptor instead.
 func (*RequestRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{26}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RequestRecord) GetId() string {
@@ -2254,7 +2891,8 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x02 \x01(\tR\trequestId\x12$\n" +
 	"\x0etime_unix_nano\x18\x03 \x01(\x03R\ftimeUnixNano\x12(\n" +
-	"\x03ops\x18\x04 \x03(\v2\x16.bagkeeper.store.v1.OpR\x03ops\"\xb2\a\n" +
+	"\x03ops\x18\x04 \x03(\v2\x16.bagkeeper.store.v1.OpR\x03ops\"\xa7\n" +
+	"\n" +
 	"\x02Op\x12D\n" +
 	"\finit_cluster\x18\x01 \x01(\v2\x1f.bagkeeper.store.v1.InitClusterH\x00R\vinitCluster\x12M\n" +
 	"\x0fensure_relation\x18\x02 \x01(\v2\".bagkeeper.store.v1.EnsureRelationH\x00R\x0eensureRelation\x12M\n" +
@@ -2275,7 +2913,13 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"checkLease\x12>\n" +
 	"\n" +
 	"set_cursor\x18\f \x01(\v2\x1d.bagkeeper.store.v1.SetCursorH\x00R\tsetCursor\x12;\n" +
-	"\tcheck_bag\x18\r \x01(\v2\x1c.bagkeeper.store.v1.CheckBagH\x00R\bcheckBagB\x04\n" +
+	"\tcheck_bag\x18\r \x01(\v2\x1c.bagkeeper.store.v1.CheckBagH\x00R\bcheckBag\x12>\n" +
+	"\n" +
+	"set_status\x18\x0e \x01(\v2\x1d.bagkeeper.store.v1.SetStatusH\x00R\tsetStatus\x12H\n" +
+	"\x0eset_hook_error\x18\x0f \x01(\v2 .bagkeeper.store.v1.SetHookErrorH\x00R\fsetHookError\x12Z\n" +
+	"\x14set_workload_version\x18\x10 \x01(\v2&.bagkeeper.store.v1.SetWorkloadVersionH\x00R\x12setWorkloadVersion\x12D\n" +
+	"\fupdate_ports\x18\x11 \x01(\v2\x1f.bagkeeper.store.v1.UpdatePortsH\x00R\vupdatePorts\x12G\n" +
+	"\rrelease_lease\x18\x12 \x01(\v2 .bagkeeper.store.v1.ReleaseLeaseH\x00R\freleaseLeaseB\x04\n" +
 	"\x02op\">\n" +
 	"\vInitCluster\x12\x10\n" +
 	"\x03app\x18\x01 \x01(\tR\x03app\x12\x1d\n" +
@@ -2341,7 +2985,30 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\x04unit\x18\x01 \x01(\tR\x04unit\"7\n" +
 	"\tSetCursor\x12\x12\n" +
 	"\x04unit\x18\x01 \x01(\tR\x04unit\x12\x16\n" +
-	"\x06cursor\x18\x02 \x01(\fR\x06cursor\"\xce\x01\n" +
+	"\x06cursor\x18\x02 \x01(\fR\x06cursor\"p\n" +
+	"\tSetStatus\x12\x14\n" +
+	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12\x1b\n" +
+	"\tdata_json\x18\x04 \x01(\fR\bdataJson\"P\n" +
+	"\fSetHookError\x12\x12\n" +
+	"\x04unit\x18\x01 \x01(\tR\x04unit\x12\x12\n" +
+	"\x04hook\x18\x02 \x01(\tR\x04hook\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\"B\n" +
+	"\x12SetWorkloadVersion\x12\x12\n" +
+	"\x04unit\x18\x01 \x01(\tR\x04unit\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\"b\n" +
+	"\x04Port\x12\x1a\n" +
+	"\bendpoint\x18\x01 \x01(\tR\bendpoint\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\x05R\x04from\x12\x0e\n" +
+	"\x02to\x18\x03 \x01(\x05R\x02to\x12\x1a\n" +
+	"\bprotocol\x18\x04 \x01(\tR\bprotocol\"\x7f\n" +
+	"\vUpdatePorts\x12\x12\n" +
+	"\x04unit\x18\x01 \x01(\tR\x04unit\x12,\n" +
+	"\x04open\x18\x02 \x03(\v2\x18.bagkeeper.store.v1.PortR\x04open\x12.\n" +
+	"\x05close\x18\x03 \x03(\v2\x18.bagkeeper.store.v1.PortR\x05close\"\"\n" +
+	"\fReleaseLease\x12\x12\n" +
+	"\x04unit\x18\x01 \x01(\tR\x04unit\"\xce\x01\n" +
 	"\x06Result\x12<\n" +
 	"\n" +
 	"error_code\x18\x01 \x01(\x0e2\x1d.bagkeeper.store.v1.ErrorCodeR\terrorCode\x12#\n" +
@@ -2352,7 +3019,7 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\bOpResult\x12\x12\n" +
 	"\x04unit\x18\x01 \x01(\tR\x04unit\x12\x1f\n" +
 	"\vrelation_id\x18\x02 \x01(\x03R\n" +
-	"relationId\"\xfc\x03\n" +
+	"relationId\"\xfe\x04\n" +
 	"\x0eSnapshotRecord\x12<\n" +
 	"\x06header\x18\x01 \x01(\v2\".bagkeeper.store.v1.SnapshotHeaderH\x00R\x06header\x12@\n" +
 	"\brelation\x18\x02 \x01(\v2\".bagkeeper.store.v1.RelationRecordH\x00R\brelation\x121\n" +
@@ -2362,8 +3029,26 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"charmState\x12:\n" +
 	"\x06cursor\x18\x06 \x01(\v2 .bagkeeper.store.v1.CursorRecordH\x00R\x06cursor\x12=\n" +
 	"\arequest\x18\a \x01(\v2!.bagkeeper.store.v1.RequestRecordH\x00R\arequest\x123\n" +
-	"\x03end\x18\b \x01(\v2\x1f.bagkeeper.store.v1.SnapshotEndH\x00R\x03endB\b\n" +
-	"\x06record\"\xc2\x03\n" +
+	"\x03end\x18\b \x01(\v2\x1f.bagkeeper.store.v1.SnapshotEndH\x00R\x03end\x12:\n" +
+	"\x06status\x18\t \x01(\v2 .bagkeeper.store.v1.StatusRecordH\x00R\x06status\x12D\n" +
+	"\n" +
+	"unit_extra\x18\n" +
+	" \x01(\v2#.bagkeeper.store.v1.UnitExtraRecordH\x00R\tunitExtraB\b\n" +
+	"\x06record\"\x9b\x01\n" +
+	"\fStatusRecord\x12\x14\n" +
+	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12\x1b\n" +
+	"\tdata_json\x18\x04 \x01(\fR\bdataJson\x12&\n" +
+	"\x0fsince_unix_nano\x18\x05 \x01(\x03R\rsinceUnixNano\"\x89\x02\n" +
+	"\x0fUnitExtraRecord\x12\x12\n" +
+	"\x04unit\x18\x01 \x01(\tR\x04unit\x12)\n" +
+	"\x10workload_version\x18\x02 \x01(\tR\x0fworkloadVersion\x12.\n" +
+	"\x05ports\x18\x03 \x03(\v2\x18.bagkeeper.store.v1.PortR\x05ports\x12\x1d\n" +
+	"\n" +
+	"hook_error\x18\x04 \x01(\tR\thookError\x12,\n" +
+	"\x12hook_error_message\x18\x05 \x01(\tR\x10hookErrorMessage\x12:\n" +
+	"\x1ahook_error_since_unix_nano\x18\x06 \x01(\x03R\x16hookErrorSinceUnixNano\"\xc2\x03\n" +
 	"\x0eSnapshotHeader\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x10\n" +
 	"\x03app\x18\x02 \x01(\tR\x03app\x12\x1d\n" +
@@ -2460,7 +3145,7 @@ func file_raftstore_storepb_store_proto_rawDescGZIP() []byte {
 }
 
 var file_raftstore_storepb_store_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_raftstore_storepb_store_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_raftstore_storepb_store_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_raftstore_storepb_store_proto_goTypes = []any{
 	(ErrorCode)(0),               // 0: bagkeeper.store.v1.ErrorCode
 	(UnitState)(0),               // 1: bagkeeper.store.v1.UnitState
@@ -2479,24 +3164,32 @@ var file_raftstore_storepb_store_proto_goTypes = []any{
 	(*ClaimLease)(nil),           // 14: bagkeeper.store.v1.ClaimLease
 	(*CheckLease)(nil),           // 15: bagkeeper.store.v1.CheckLease
 	(*SetCursor)(nil),            // 16: bagkeeper.store.v1.SetCursor
-	(*Result)(nil),               // 17: bagkeeper.store.v1.Result
-	(*OpResult)(nil),             // 18: bagkeeper.store.v1.OpResult
-	(*SnapshotRecord)(nil),       // 19: bagkeeper.store.v1.SnapshotRecord
-	(*SnapshotHeader)(nil),       // 20: bagkeeper.store.v1.SnapshotHeader
-	(*SnapshotEnd)(nil),          // 21: bagkeeper.store.v1.SnapshotEnd
-	(*Lease)(nil),                // 22: bagkeeper.store.v1.Lease
-	(*RelationRecord)(nil),       // 23: bagkeeper.store.v1.RelationRecord
-	(*BagRecord)(nil),            // 24: bagkeeper.store.v1.BagRecord
-	(*UnitRecord)(nil),           // 25: bagkeeper.store.v1.UnitRecord
-	(*CharmStateRecord)(nil),     // 26: bagkeeper.store.v1.CharmStateRecord
-	(*CursorRecord)(nil),         // 27: bagkeeper.store.v1.CursorRecord
-	(*RequestRecord)(nil),        // 28: bagkeeper.store.v1.RequestRecord
-	nil,                          // 29: bagkeeper.store.v1.UpdateBag.SetEntry
-	nil,                          // 30: bagkeeper.store.v1.UpdateCharmState.SetEntry
-	nil,                          // 31: bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
-	nil,                          // 32: bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
-	nil,                          // 33: bagkeeper.store.v1.BagRecord.DataEntry
-	nil,                          // 34: bagkeeper.store.v1.CharmStateRecord.DataEntry
+	(*SetStatus)(nil),            // 17: bagkeeper.store.v1.SetStatus
+	(*SetHookError)(nil),         // 18: bagkeeper.store.v1.SetHookError
+	(*SetWorkloadVersion)(nil),   // 19: bagkeeper.store.v1.SetWorkloadVersion
+	(*Port)(nil),                 // 20: bagkeeper.store.v1.Port
+	(*UpdatePorts)(nil),          // 21: bagkeeper.store.v1.UpdatePorts
+	(*ReleaseLease)(nil),         // 22: bagkeeper.store.v1.ReleaseLease
+	(*Result)(nil),               // 23: bagkeeper.store.v1.Result
+	(*OpResult)(nil),             // 24: bagkeeper.store.v1.OpResult
+	(*SnapshotRecord)(nil),       // 25: bagkeeper.store.v1.SnapshotRecord
+	(*StatusRecord)(nil),         // 26: bagkeeper.store.v1.StatusRecord
+	(*UnitExtraRecord)(nil),      // 27: bagkeeper.store.v1.UnitExtraRecord
+	(*SnapshotHeader)(nil),       // 28: bagkeeper.store.v1.SnapshotHeader
+	(*SnapshotEnd)(nil),          // 29: bagkeeper.store.v1.SnapshotEnd
+	(*Lease)(nil),                // 30: bagkeeper.store.v1.Lease
+	(*RelationRecord)(nil),       // 31: bagkeeper.store.v1.RelationRecord
+	(*BagRecord)(nil),            // 32: bagkeeper.store.v1.BagRecord
+	(*UnitRecord)(nil),           // 33: bagkeeper.store.v1.UnitRecord
+	(*CharmStateRecord)(nil),     // 34: bagkeeper.store.v1.CharmStateRecord
+	(*CursorRecord)(nil),         // 35: bagkeeper.store.v1.CursorRecord
+	(*RequestRecord)(nil),        // 36: bagkeeper.store.v1.RequestRecord
+	nil,                          // 37: bagkeeper.store.v1.UpdateBag.SetEntry
+	nil,                          // 38: bagkeeper.store.v1.UpdateCharmState.SetEntry
+	nil,                          // 39: bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
+	nil,                          // 40: bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
+	nil,                          // 41: bagkeeper.store.v1.BagRecord.DataEntry
+	nil,                          // 42: bagkeeper.store.v1.CharmStateRecord.DataEntry
 }
 var file_raftstore_storepb_store_proto_depIdxs = []int32{
 	3,  // 0: bagkeeper.store.v1.Command.ops:type_name -> bagkeeper.store.v1.Op
@@ -2513,30 +3206,40 @@ var file_raftstore_storepb_store_proto_depIdxs = []int32{
 	15, // 11: bagkeeper.store.v1.Op.check_lease:type_name -> bagkeeper.store.v1.CheckLease
 	16, // 12: bagkeeper.store.v1.Op.set_cursor:type_name -> bagkeeper.store.v1.SetCursor
 	8,  // 13: bagkeeper.store.v1.Op.check_bag:type_name -> bagkeeper.store.v1.CheckBag
-	29, // 14: bagkeeper.store.v1.UpdateBag.set:type_name -> bagkeeper.store.v1.UpdateBag.SetEntry
-	30, // 15: bagkeeper.store.v1.UpdateCharmState.set:type_name -> bagkeeper.store.v1.UpdateCharmState.SetEntry
-	31, // 16: bagkeeper.store.v1.UpdateLeaderSettings.set:type_name -> bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
-	0,  // 17: bagkeeper.store.v1.Result.error_code:type_name -> bagkeeper.store.v1.ErrorCode
-	18, // 18: bagkeeper.store.v1.Result.ops:type_name -> bagkeeper.store.v1.OpResult
-	20, // 19: bagkeeper.store.v1.SnapshotRecord.header:type_name -> bagkeeper.store.v1.SnapshotHeader
-	23, // 20: bagkeeper.store.v1.SnapshotRecord.relation:type_name -> bagkeeper.store.v1.RelationRecord
-	24, // 21: bagkeeper.store.v1.SnapshotRecord.bag:type_name -> bagkeeper.store.v1.BagRecord
-	25, // 22: bagkeeper.store.v1.SnapshotRecord.unit:type_name -> bagkeeper.store.v1.UnitRecord
-	26, // 23: bagkeeper.store.v1.SnapshotRecord.charm_state:type_name -> bagkeeper.store.v1.CharmStateRecord
-	27, // 24: bagkeeper.store.v1.SnapshotRecord.cursor:type_name -> bagkeeper.store.v1.CursorRecord
-	28, // 25: bagkeeper.store.v1.SnapshotRecord.request:type_name -> bagkeeper.store.v1.RequestRecord
-	21, // 26: bagkeeper.store.v1.SnapshotRecord.end:type_name -> bagkeeper.store.v1.SnapshotEnd
-	32, // 27: bagkeeper.store.v1.SnapshotHeader.leader_settings:type_name -> bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
-	22, // 28: bagkeeper.store.v1.SnapshotHeader.lease:type_name -> bagkeeper.store.v1.Lease
-	33, // 29: bagkeeper.store.v1.BagRecord.data:type_name -> bagkeeper.store.v1.BagRecord.DataEntry
-	1,  // 30: bagkeeper.store.v1.UnitRecord.state:type_name -> bagkeeper.store.v1.UnitState
-	34, // 31: bagkeeper.store.v1.CharmStateRecord.data:type_name -> bagkeeper.store.v1.CharmStateRecord.DataEntry
-	17, // 32: bagkeeper.store.v1.RequestRecord.result:type_name -> bagkeeper.store.v1.Result
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	17, // 14: bagkeeper.store.v1.Op.set_status:type_name -> bagkeeper.store.v1.SetStatus
+	18, // 15: bagkeeper.store.v1.Op.set_hook_error:type_name -> bagkeeper.store.v1.SetHookError
+	19, // 16: bagkeeper.store.v1.Op.set_workload_version:type_name -> bagkeeper.store.v1.SetWorkloadVersion
+	21, // 17: bagkeeper.store.v1.Op.update_ports:type_name -> bagkeeper.store.v1.UpdatePorts
+	22, // 18: bagkeeper.store.v1.Op.release_lease:type_name -> bagkeeper.store.v1.ReleaseLease
+	37, // 19: bagkeeper.store.v1.UpdateBag.set:type_name -> bagkeeper.store.v1.UpdateBag.SetEntry
+	38, // 20: bagkeeper.store.v1.UpdateCharmState.set:type_name -> bagkeeper.store.v1.UpdateCharmState.SetEntry
+	39, // 21: bagkeeper.store.v1.UpdateLeaderSettings.set:type_name -> bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
+	20, // 22: bagkeeper.store.v1.UpdatePorts.open:type_name -> bagkeeper.store.v1.Port
+	20, // 23: bagkeeper.store.v1.UpdatePorts.close:type_name -> bagkeeper.store.v1.Port
+	0,  // 24: bagkeeper.store.v1.Result.error_code:type_name -> bagkeeper.store.v1.ErrorCode
+	24, // 25: bagkeeper.store.v1.Result.ops:type_name -> bagkeeper.store.v1.OpResult
+	28, // 26: bagkeeper.store.v1.SnapshotRecord.header:type_name -> bagkeeper.store.v1.SnapshotHeader
+	31, // 27: bagkeeper.store.v1.SnapshotRecord.relation:type_name -> bagkeeper.store.v1.RelationRecord
+	32, // 28: bagkeeper.store.v1.SnapshotRecord.bag:type_name -> bagkeeper.store.v1.BagRecord
+	33, // 29: bagkeeper.store.v1.SnapshotRecord.unit:type_name -> bagkeeper.store.v1.UnitRecord
+	34, // 30: bagkeeper.store.v1.SnapshotRecord.charm_state:type_name -> bagkeeper.store.v1.CharmStateRecord
+	35, // 31: bagkeeper.store.v1.SnapshotRecord.cursor:type_name -> bagkeeper.store.v1.CursorRecord
+	36, // 32: bagkeeper.store.v1.SnapshotRecord.request:type_name -> bagkeeper.store.v1.RequestRecord
+	29, // 33: bagkeeper.store.v1.SnapshotRecord.end:type_name -> bagkeeper.store.v1.SnapshotEnd
+	26, // 34: bagkeeper.store.v1.SnapshotRecord.status:type_name -> bagkeeper.store.v1.StatusRecord
+	27, // 35: bagkeeper.store.v1.SnapshotRecord.unit_extra:type_name -> bagkeeper.store.v1.UnitExtraRecord
+	20, // 36: bagkeeper.store.v1.UnitExtraRecord.ports:type_name -> bagkeeper.store.v1.Port
+	40, // 37: bagkeeper.store.v1.SnapshotHeader.leader_settings:type_name -> bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
+	30, // 38: bagkeeper.store.v1.SnapshotHeader.lease:type_name -> bagkeeper.store.v1.Lease
+	41, // 39: bagkeeper.store.v1.BagRecord.data:type_name -> bagkeeper.store.v1.BagRecord.DataEntry
+	1,  // 40: bagkeeper.store.v1.UnitRecord.state:type_name -> bagkeeper.store.v1.UnitState
+	42, // 41: bagkeeper.store.v1.CharmStateRecord.data:type_name -> bagkeeper.store.v1.CharmStateRecord.DataEntry
+	23, // 42: bagkeeper.store.v1.RequestRecord.result:type_name -> bagkeeper.store.v1.Result
+	43, // [43:43] is the sub-list for method output_type
+	43, // [43:43] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_raftstore_storepb_store_proto_init() }
@@ -2558,8 +3261,13 @@ func file_raftstore_storepb_store_proto_init() {
 		(*Op_CheckLease)(nil),
 		(*Op_SetCursor)(nil),
 		(*Op_CheckBag)(nil),
+		(*Op_SetStatus)(nil),
+		(*Op_SetHookError)(nil),
+		(*Op_SetWorkloadVersion)(nil),
+		(*Op_UpdatePorts)(nil),
+		(*Op_ReleaseLease)(nil),
 	}
-	file_raftstore_storepb_store_proto_msgTypes[17].OneofWrappers = []any{
+	file_raftstore_storepb_store_proto_msgTypes[23].OneofWrappers = []any{
 		(*SnapshotRecord_Header)(nil),
 		(*SnapshotRecord_Relation)(nil),
 		(*SnapshotRecord_Bag)(nil),
@@ -2568,6 +3276,8 @@ func file_raftstore_storepb_store_proto_init() {
 		(*SnapshotRecord_Cursor)(nil),
 		(*SnapshotRecord_Request)(nil),
 		(*SnapshotRecord_End)(nil),
+		(*SnapshotRecord_Status)(nil),
+		(*SnapshotRecord_UnitExtra)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2575,7 +3285,7 @@ func file_raftstore_storepb_store_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftstore_storepb_store_proto_rawDesc), len(file_raftstore_storepb_store_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   33,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
