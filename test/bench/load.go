@@ -147,9 +147,16 @@ func latencyExperiment(ctx context.Context, env *Env) ([]Row, error) {
 	return rows, nil
 }
 
-// measureLoad runs one warm-up and one measured load and turns the result
-// into a table row.
+// measureLoad runs one warm-up and one measured load with the target's
+// writers and turns the result into a table row.
 func measureLoad(ctx context.Context, env *Env, what string, nw, size int) (Row, error) {
+	return measureLoadWith(ctx, env, what, fmt.Sprintf("w%d-s%d", nw, size), nw, size, env.Target.NewWriter)
+}
+
+// measureLoadWith is measureLoad with writers made by newWriter and keys
+// under tag, for targets that measure a differently configured client as
+// an extra row.
+func measureLoadWith(ctx context.Context, env *Env, what, tag string, nw, size int, newWriter func(context.Context) (Writer, error)) (Row, error) {
 	cfg := env.Config
 	writers := make([]Writer, 0, nw)
 	defer func() {
@@ -158,13 +165,12 @@ func measureLoad(ctx context.Context, env *Env, what string, nw, size int) (Row,
 		}
 	}()
 	for range nw {
-		w, err := env.Target.NewWriter(ctx)
+		w, err := newWriter(ctx)
 		if err != nil {
 			return Row{}, fmt.Errorf("%s: new writer: %w", what, err)
 		}
 		writers = append(writers, w)
 	}
-	tag := fmt.Sprintf("w%d-s%d", nw, size)
 	spec := loadSpec{
 		Writers:   nw,
 		ValueSize: size,

@@ -6,6 +6,7 @@
 //	go run ./test/bench                    # every target
 //	go run ./test/bench -targets=etcd      # only etcd
 //	go run ./test/bench -experiments=latency -duration=10s
+//	go run ./test/bench -targets=bagkeeper -bagkeeper-wipe-mib=1   # bagkeeper only, smaller wipe test
 //
 // The table goes to stdout; progress messages go to stderr. All processes
 // the harness starts are killed when it exits, also on errors and Ctrl-C.
@@ -38,7 +39,7 @@ import (
 // implement Target (and optionally ExtraMeasurer) in a file of its own and
 // add its constructor here.
 var targets = []targetEntry{
-	// {key: "bagkeeper", new: newBagkeeperTarget},
+	{key: "bagkeeper", new: newBagkeeperTarget},
 	{key: "etcd", new: newEtcdTarget},
 }
 
