@@ -7,17 +7,10 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 
-	"github.com/fsnotify/fsnotify"
+	"github.com/bagkeeper/bagkeeper/sidecar/filewatch"
 )
-
-// kubeDataLink is the symlink that Kubernetes swaps atomically when it
-// updates a ConfigMap or Secret volume: the files of the volume are symlinks
-// through it, so they change without an event of their own.
-const kubeDataLink = "..data"
 
 // File finds peers in a text file and watches it for changes.
 //
@@ -38,14 +31,8 @@ const kubeDataLink = "..data"
 // File is safe for concurrent use. Close it to stop watching.
 type File struct {
 	path    string
-	base    string
 	logger  *slog.Logger
-	watcher *fsnotify.Watcher
-	changes chan struct{}
-
-	closeOnce sync.Once
-	closeErr  error
-	done      chan struct{}
+	watcher *filewatch.Watcher
 }
 
 var (
@@ -63,33 +50,11 @@ func NewFile(path string, logger *slog.Logger) (*File, error) {
 	if path == "" {
 		return nil, errors.New("peers file: empty path")
 	}
-	abs, err := filepath.Abs(path)
+	w, err := filewatch.New(path, logger)
 	if err != nil {
 		return nil, fmt.Errorf("peers file %q: %w", path, err)
 	}
-	dir, base := filepath.Split(abs)
-	if base == "" {
-		return nil, fmt.Errorf("peers file %q: path names a directory, want a file", path)
-	}
-	dir = filepath.Clean(dir)
-	watcher, err := fsnotify.NewWatcher()
-	if err != nil {
-		return nil, fmt.Errorf("peers file %q: creating file watcher: %w", abs, err)
-	}
-	if err := watcher.Add(dir); err != nil {
-		_ = watcher.Close()
-		return nil, fmt.Errorf("peers file %q: watching directory %q (it must exist; the file itself may be created later): %w", abs, dir, err)
-	}
-	f := &File{
-		path:    abs,
-		base:    base,
-		logger:  logger.With(slog.String("peers_file", abs)),
-		watcher: watcher,
-		changes: make(chan struct{}, 1),
-		done:    make(chan struct{}),
-	}
-	go f.watch()
-	return f, nil
+	return &File{path: w.Path(), logger: logger.With(slog.String("peers_file", w.Path())), watcher: w}, nil
 }
 
 // Name returns `file "path"` with the absolute path.
@@ -169,72 +134,13 @@ func looksStructured(line string) bool {
 // changed (written, created, removed, renamed, or the ConfigMap "..data"
 // symlink swapped), and when the watcher lost events. The channel is never
 // closed, not even by Close.
-func (f *File) Changes() <-chan struct{} { return f.changes }
+func (f *File) Changes() <-chan struct{} { return f.watcher.Changes() }
 
 // Close stops watching. Lookup still works after Close. Close is safe to call
-// more than once; later calls return the first call's result.
+// more than once.
 func (f *File) Close() error {
-	f.closeOnce.Do(func() {
-		f.closeErr = f.watcher.Close()
-		<-f.done
-		if f.closeErr != nil {
-			f.closeErr = fmt.Errorf("peers file %q: closing watcher: %w", f.path, f.closeErr)
-		}
-	})
-	return f.closeErr
-}
-
-// notify sends a coalesced value on the changes channel without blocking.
-func (f *File) notify() {
-	select {
-	case f.changes <- struct{}{}:
-	default:
+	if err := f.watcher.Close(); err != nil {
+		return fmt.Errorf("peers file %q: closing watcher: %w", f.path, err)
 	}
-}
-
-// watch forwards relevant watcher events to the changes channel until the
-// watcher is closed.
-func (f *File) watch() {
-	defer close(f.done)
-	for {
-		select {
-		case ev, ok := <-f.watcher.Events:
-			if !ok {
-				return
-			}
-			f.handle(ev)
-		case err, ok := <-f.watcher.Errors:
-			if !ok {
-				return
-			}
-			if errors.Is(err, fsnotify.ErrEventOverflow) {
-				f.logger.Warn("peers file watcher lost events; re-reading the file", slog.Any("error", err))
-				f.notify()
-				continue
-			}
-			f.logger.Error("peers file watcher failed", slog.Any("error", err))
-		}
-	}
-}
-
-// handle notifies for events that may change what Lookup reads: those on
-// the file's own name and on the ConfigMap "..data" symlink. Chmod-only
-// events are ignored.
-func (f *File) handle(ev fsnotify.Event) {
-	if ev.Op == fsnotify.Chmod {
-		return
-	}
-	dir := filepath.Dir(f.path)
-	if filepath.Clean(ev.Name) == dir && ev.Has(fsnotify.Remove|fsnotify.Rename) {
-		f.logger.Warn("directory of the peers file was removed or renamed; changes are no longer noticed until restart",
-			slog.String("directory", dir))
-		f.notify()
-		return
-	}
-	name := filepath.Base(ev.Name)
-	if name != f.base && name != kubeDataLink {
-		return
-	}
-	f.logger.Debug("peers file may have changed", slog.String("event", ev.String()))
-	f.notify()
+	return nil
 }
