@@ -17,9 +17,12 @@ all: build
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
-## test: every test, with the race detector (unit, in-process cluster, and process-level e2e)
+## test: every test, with the race detector: unit and in-process cluster
+## tests, then the process-level e2e suite on its own (its raft processes
+## need the machine to themselves)
 test: vet
-	$(GO) test -race -count=1 -timeout 25m ./...
+	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v /test/e2e)
+	$(GO) test -race -count=1 -timeout 20m ./test/e2e/
 
 vet:
 	$(GO) vet ./...

@@ -263,7 +263,7 @@ func (n *Node) runLeader(ctx context.Context) {
 		case <-obs:
 		case <-tick.C:
 		}
-		if !n.IsLeader() {
+		if !n.IsLeader() || n.stopping.Load() {
 			wasLeader = false
 			continue
 		}
@@ -303,15 +303,9 @@ func (n *Node) initCluster(ctx context.Context) error {
 	return err
 }
 
-// reconcile checks health and makes at most one membership change.
-func (n *Node) reconcile(ctx context.Context) {
-	cf := n.raft.GetConfiguration()
-	if cf.Error() != nil {
-		return
-	}
-	cfg, cfgIndex := cf.Configuration(), cf.Index()
-	a := n.cfg.Autopilot
-	timeout := min(a.Interval, time.Second)
+// pollHealth asks every other member of cfg for its Info, concurrently, and
+// records who answered.
+func (n *Node) pollHealth(ctx context.Context, cfg raft.Configuration, timeout time.Duration) {
 	var wg sync.WaitGroup
 	for _, s := range cfg.Servers {
 		if s.ID == n.id {
@@ -328,13 +322,30 @@ func (n *Node) reconcile(ctx context.Context) {
 			if err != nil || info.GetServerId() != string(s.ID) {
 				return
 			}
-			n.health.ok(s.ID, n.cfg.Now(), info.GetAppliedIndex(), a.UnhealthyAfter)
+			n.health.ok(s.ID, n.cfg.Now(), info.GetAppliedIndex(), n.cfg.Autopilot.UnhealthyAfter)
 		}()
 	}
 	wg.Wait()
-	if !n.IsLeader() {
+}
+
+// reconcile checks health and makes at most one membership change.
+func (n *Node) reconcile(ctx context.Context) {
+	cf := n.raft.GetConfiguration()
+	if cf.Error() != nil {
 		return
 	}
+	cfg := cf.Configuration()
+	a := n.cfg.Autopilot
+	n.pollHealth(ctx, cfg, min(a.Interval, time.Second))
+	n.membership.Lock()
+	defer n.membership.Unlock()
+	// Decide on the configuration as it is now: a join or leave may have
+	// changed it while health was polled.
+	cf = n.raft.GetConfiguration()
+	if cf.Error() != nil || !n.IsLeader() {
+		return
+	}
+	cfg, cfgIndex := cf.Configuration(), cf.Index()
 	now := n.cfg.Now()
 	members := n.health.view(cfg, n.id, n.raft.AppliedIndex(), now, a.UnhealthyAfter)
 	commit := n.raft.CommitIndex()

@@ -3,6 +3,8 @@ package raftstore
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -10,8 +12,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
 
 	"github.com/bagkeeper/bagkeeper/raftstore/peerpb"
+	"github.com/bagkeeper/bagkeeper/raftstore/transport"
 )
 
 // runCluster finds the cluster: it bootstraps one (bootstrap-expect), joins
@@ -139,7 +143,12 @@ func (n *Node) probe(ctx context.Context, addrs []string) []peerInfo {
 			defer wg.Done()
 			info, err := n.infoOf(ctx, a, time.Second)
 			if err != nil {
-				n.log.Debug("probe", "address", a, "err", err)
+				if refusedByPeer(err) {
+					// A misconfiguration that only an operator can fix.
+					n.logThrottledAt(slog.LevelWarn, "refused:"+a, "peer refused this member's connection", "address", a, "err", err)
+				} else {
+					n.log.Debug("probe", "address", a, "err", err)
+				}
 				return
 			}
 			if info.GetServerId() == string(n.id) {
@@ -162,7 +171,9 @@ func (n *Node) infoOf(ctx context.Context, addr string, timeout time.Duration) (
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	return c.Info(ctx, &peerpb.InfoRequest{})
+	// Wait (within the timeout) for a connection that is reconnecting,
+	// rather than fail with the error of an earlier attempt.
+	return c.Info(ctx, &peerpb.InfoRequest{}, grpc.WaitForReady(true))
 }
 
 func (n *Node) inConfiguration() bool {
@@ -343,16 +354,38 @@ func (n *Node) ProbeMembers(ctx context.Context, timeout time.Duration) ([]Membe
 	return out, nil
 }
 
+// refusedByPeer reports whether a peer refused the connection in the
+// handshake for a reason of configuration: another application, another
+// join token, or TLS.
+func refusedByPeer(err error) bool {
+	var he *transport.HandshakeError
+	if errors.As(err, &he) {
+		return he.Reason != transport.ReasonIO && he.Reason != transport.ReasonWrongMember && he.Reason != transport.ReasonKindUnavailable
+	}
+	// Through gRPC the handshake error arrives as text only.
+	msg := err.Error()
+	for _, s := range []string{"serves application", "join token", "TLS", "does not speak the bagkeeper peer protocol"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
 // logThrottled logs at info level at most every 10 seconds per key, and at
 // debug level in between, so a loop waiting for peers stays readable.
 func (n *Node) logThrottled(key, msg string, args ...any) {
+	n.logThrottledAt(slog.LevelInfo, key, msg, args...)
+}
+
+func (n *Node) logThrottledAt(level slog.Level, key, msg string, args ...any) {
 	now := n.cfg.Now()
 	n.throttleMu.Lock()
 	last, seen := n.throttle[key]
 	if !seen || now.Sub(last) >= 10*time.Second {
 		n.throttle[key] = now
 		n.throttleMu.Unlock()
-		n.log.Info(msg, args...)
+		n.log.Log(context.Background(), level, msg, args...)
 		return
 	}
 	n.throttleMu.Unlock()

@@ -690,3 +690,41 @@ func TestRemoveMemberKeepsAQuorum(t *testing.T) {
 		t.Fatalf("removing an unknown member: %v", err)
 	}
 }
+
+// TestLeavingVotersArePromptlyReplaced: pods without an ordinal leave on a
+// graceful stop; in a rolling replacement the voters must not thin out
+// faster than the new pods are promoted, even with a long stabilization
+// time — down to the last old voter, which is also the leader.
+func TestLeavingVotersArePromptlyReplaced(t *testing.T) {
+	c := newTestCluster(t, "app")
+	slowPromotion := func(cfg *Config) { cfg.Autopilot.Stabilization = time.Hour }
+	old := []string{"web-a", "web-b", "web-c"}
+	for _, p := range old {
+		c.start(p, withExpect(3), slowPromotion)
+	}
+	l := c.leader(10 * time.Second)
+	// Leave the leader for last.
+	sort.Slice(old, func(i, j int) bool { return old[j] == l.pod })
+	for i, p := range old {
+		n := c.start(fmt.Sprintf("web-new%d", i), slowPromotion)
+		eventually(t, 10*time.Second, n.pod+" caught up", func() error {
+			if n.node.State().App() == "" {
+				return errors.New("not yet")
+			}
+			return nil
+		})
+		leaving := c.node(p)
+		c.mu.Lock()
+		delete(c.nodes, p)
+		c.mu.Unlock()
+		if err := leaving.node.Shutdown(applyCtx(t), true); err != nil {
+			t.Fatal(err)
+		}
+		leaving.ln.Close()
+		l := c.leader(10 * time.Second)
+		voters, _ := c.voters(l)
+		if len(voters) != 3 {
+			t.Fatalf("after %s left: voters %v", p, voters)
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/bagkeeper/bagkeeper/raftstore/peerpb"
+	"github.com/bagkeeper/bagkeeper/raftstore/transport"
 )
 
 // Config configures a Node. Zero durations take the documented defaults.
@@ -176,6 +177,10 @@ type Node struct {
 	grpc  *grpc.Server
 
 	nudgeCh    chan struct{}
+	// membership serializes the leader's membership decisions (autopilot,
+	// joins, leaves), each of which reads the configuration and changes it.
+	membership sync.Mutex
+	stopping   atomic.Bool // set when Shutdown starts: no more membership decisions
 	proposal   atomic.Pointer[[]*peerpb.Server]
 	registered atomic.Bool
 	health     *healthTracker
@@ -343,7 +348,10 @@ func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 // Leader returns the current leader's id and address, if one is known.
 func (n *Node) Leader() (raft.ServerID, raft.ServerAddress) {
 	addr, id := n.raft.LeaderWithID()
-	return id, addr
+	// Raft learns the leader's address from message headers, which carry
+	// the member-tagged form the address book gives out.
+	plain, _ := transport.SplitMemberAddress(addr)
+	return id, raft.ServerAddress(plain)
 }
 
 // Configuration returns the latest raft configuration.
@@ -367,6 +375,19 @@ func (n *Node) hasState() bool {
 func (n *Node) Shutdown(ctx context.Context, leave bool) error {
 	n.shutdownOnce.Do(func() {
 		start := n.cfg.Now()
+		n.stopping.Store(true)
+		if n.IsLeader() && leave && n.otherVoters() == 0 {
+			// The only voter is leaving: make a caught-up non-voter a voter
+			// first, so there is someone to hand over to.
+			n.membership.Lock()
+			id, err := n.promoteReplacement(ctx, n.id)
+			n.membership.Unlock()
+			if err != nil {
+				n.log.Warn("no non-voter could be promoted before the last voter leaves", "err", err)
+			} else {
+				n.log.Info("promoted a replacement before leaving", "promoted", string(id))
+			}
+		}
 		if n.IsLeader() && n.otherVoters() > 0 {
 			if err := n.raft.LeadershipTransfer().Error(); err != nil {
 				n.log.Warn("leadership transfer before shutdown failed", "err", err)

@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
@@ -30,7 +32,7 @@ func (s *peerServer) Info(ctx context.Context, _ *peerpb.InfoRequest) (*peerpb.I
 }
 
 func (n *Node) info() *peerpb.InfoResponse {
-	leaderAddr, leaderID := n.raft.LeaderWithID()
+	leaderID, leaderAddr := n.Leader()
 	r := &peerpb.InfoResponse{
 		ServerId:      string(n.id),
 		App:           n.cfg.App,
@@ -155,8 +157,20 @@ func (s *peerServer) Leave(ctx context.Context, req *peerpb.LeaveRequest) (*peer
 		}
 		return nil, status.Errorf(codes.Unavailable, "leadership handed over so that %s can be removed; retry", id)
 	}
-	if err := n.checkRemovable(id); err != nil {
+	if err := n.checkRemovable(ctx, id); err != nil {
 		return nil, err
+	}
+	n.membership.Lock()
+	defer n.membership.Unlock()
+	if n.isVoter(id) && n.voterCount()-1 < n.cfg.Voters {
+		// A voter leaving (a pod replaced in a rolling update) takes a
+		// caught-up non-voter's promotion first, so the voters never thin
+		// out faster than their replacements arrive.
+		if promoted, err := n.promoteReplacement(ctx, id); err == nil {
+			n.log.Info("promoted a replacement for a leaving voter", "leaving", string(id), "promoted", string(promoted))
+		} else {
+			n.log.Warn("no replacement promoted for a leaving voter", "leaving", string(id), "err", err)
+		}
 	}
 	if err := n.raft.RemoveServer(id, 0, 10*time.Second).Error(); err != nil {
 		return nil, raftStatus(err)
@@ -167,7 +181,12 @@ func (s *peerServer) Leave(ctx context.Context, req *peerpb.LeaveRequest) (*peer
 
 // checkRemovable refuses to remove a voter when the healthy voters left
 // would be fewer than a quorum of the smaller voter set.
-func (n *Node) checkRemovable(id raft.ServerID) error {
+func (n *Node) checkRemovable(ctx context.Context, id raft.ServerID) error {
+	// Health right now, not as of the last round (which, just after an
+	// election, has not happened yet).
+	if cfg, err := n.Configuration(); err == nil {
+		n.pollHealth(ctx, cfg, time.Second)
+	}
 	health := n.MemberHealth()
 	voters, healthy, found := 0, 0, false
 	for _, m := range health {
@@ -192,6 +211,63 @@ func (n *Node) checkRemovable(id raft.ServerID) error {
 		return status.Errorf(codes.FailedPrecondition, "removing voter %s would leave %d healthy voters of %d, fewer than a quorum; bring members back first", id, healthy, voters)
 	}
 	return nil
+}
+
+func (n *Node) isVoter(id raft.ServerID) bool {
+	cfg, err := n.Configuration()
+	if err != nil {
+		return false
+	}
+	for _, s := range cfg.Servers {
+		if s.ID == id {
+			return s.Suffrage == raft.Voter
+		}
+	}
+	return false
+}
+
+func (n *Node) voterCount() int {
+	cfg, err := n.Configuration()
+	if err != nil {
+		return 0
+	}
+	c := 0
+	for _, s := range cfg.Servers {
+		if s.Suffrage == raft.Voter {
+			c++
+		}
+	}
+	return c
+}
+
+// promoteReplacement makes a non-voter a voter now, without waiting for
+// its stabilization time: one that answers and has caught up with the
+// commit index (within MaxLag). It runs on the leader.
+func (n *Node) promoteReplacement(ctx context.Context, leaving raft.ServerID) (raft.ServerID, error) {
+	cf := n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return "", err
+	}
+	commit := n.raft.CommitIndex()
+	for _, s := range cf.Configuration().Servers {
+		if s.Suffrage == raft.Voter || s.ID == leaving || PodOf(s.ID) == PodOf(leaving) {
+			continue
+		}
+		addr := s.Address
+		if a, ok := n.book.lookup(s.ID); ok {
+			addr = a
+		}
+		info, err := n.infoOf(ctx, string(addr), time.Second)
+		if err != nil || info.GetServerId() != string(s.ID) || info.GetAppliedIndex()+n.cfg.Autopilot.MaxLag < commit {
+			n.log.Debug("not a replacement", "candidate", string(s.ID), "err", err, "applied", info.GetAppliedIndex(), "commit", commit)
+			continue
+		}
+		if err := n.raft.AddVoter(s.ID, s.Address, cf.Index(), 10*time.Second).Error(); err != nil {
+			return "", err
+		}
+		return s.ID, nil
+	}
+	return "", errors.New("no caught-up non-voter answers")
 }
 
 // RemoveMember removes a member from the configuration, from any member:
@@ -226,6 +302,8 @@ func (n *Node) RemoveMember(ctx context.Context, id raft.ServerID) error {
 // one can never come back (its disk is gone), and raft refuses duplicate
 // addresses.
 func (n *Node) admit(id raft.ServerID, addr raft.ServerAddress) (string, error) {
+	n.membership.Lock()
+	defer n.membership.Unlock()
 	cfg, err := n.Configuration()
 	if err != nil {
 		return "", raftStatus(err)
@@ -320,6 +398,14 @@ func (p *peerClients) get(addr string) (peerpb.PeerClient, error) {
 	c, err := grpc.NewClient("passthrough:///"+addr,
 		grpc.WithContextDialer(p.dial),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// Peers come and go (a pod starting, restarting, moving): retry
+		// connecting quickly. Calls fail fast while a peer is unreachable
+		// (their callers retry, maybe elsewhere); Info probes wait for the
+		// connection within their short deadline (see infoOf).
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: time.Second,
+		}),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("peer %s: %w", addr, err)

@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -16,25 +13,15 @@ import (
 
 	"github.com/bagkeeper/bagkeeper/raftstore"
 	"github.com/bagkeeper/bagkeeper/sidecar/adminpb"
+	"github.com/bagkeeper/bagkeeper/sidecar/unixsock"
 )
 
 // startAdmin serves the admin API on a Unix socket that only the sidecar's
 // user can use (mode 0600, in a directory the sidecar owns).
 func (s *Sidecar) startAdmin() error {
-	path := s.cfg.AdminSocket
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return fmt.Errorf("admin socket directory: %w", err)
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("admin socket %s: removing a stale socket: %w", path, err)
-	}
-	ln, err := net.Listen("unix", path)
+	ln, err := unixsock.Listen(s.cfg.AdminSocket, 0o600)
 	if err != nil {
-		return fmt.Errorf("admin socket %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
-		return fmt.Errorf("admin socket %s: %w", path, err)
+		return fmt.Errorf("admin socket %s: %w", s.cfg.AdminSocket, err)
 	}
 	s.adminLn = ln
 	s.adminSrv = grpc.NewServer()

@@ -40,11 +40,26 @@ func (s *Sidecar) Ready() (bool, string) {
 			return false, "not heard from the leader recently"
 		}
 	}
-	if applied, commit := r.AppliedIndex(), r.CommitIndex(); applied < commit {
-		return false, fmt.Sprintf("catching up: applied %d of %d", applied, commit)
+	if s.node.IsLeader() {
+		return true, ""
 	}
+	now := time.Now()
+	if applied, commit := r.AppliedIndex(), r.CommitIndex(); applied < commit {
+		// Under a stream of writes a follower always trails the newest
+		// commit by a few entries; only a lag that lasts means it is not
+		// caught up (a member that just joined never was).
+		if last := s.caughtUp.Load(); last == 0 || now.Sub(time.Unix(0, last)) > catchUpGrace {
+			return false, fmt.Sprintf("catching up: applied %d of %d", applied, commit)
+		}
+		return true, ""
+	}
+	s.caughtUp.Store(now.UnixNano())
 	return true, ""
 }
+
+// catchUpGrace is how long a follower that had caught up may trail the
+// commit index before it counts as behind again.
+const catchUpGrace = 2 * time.Second
 
 func (s *Sidecar) startHTTP() error {
 	if s.cfg.HTTPBind == "" {

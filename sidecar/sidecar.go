@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -24,6 +23,7 @@ import (
 	"github.com/bagkeeper/bagkeeper/raftstore"
 	"github.com/bagkeeper/bagkeeper/raftstore/transport"
 	"github.com/bagkeeper/bagkeeper/sidecar/discovery"
+	"github.com/bagkeeper/bagkeeper/sidecar/unixsock"
 )
 
 // UnitMode says how a pod gets its unit.
@@ -106,6 +106,10 @@ func PodOrdinal(pod, app string) int64 {
 	return n
 }
 
+// Validate checks the configuration and fills in defaults; Start calls it
+// too. Its errors are mistakes in how the sidecar was configured.
+func (c *Config) Validate() error { return c.validate() }
+
 func (c *Config) validate() error {
 	if !raftstore.ValidAppName(c.App) {
 		return fmt.Errorf("--app %q is not a valid application name (lower-case letters, digits and hyphens, starting with a letter)", c.App)
@@ -172,11 +176,12 @@ type Sidecar struct {
 
 	unit     atomic.Value // string: the unit this pod holds, "" until claimed
 	unitLost atomic.Value // string: why the unit is gone, if it is
+	caughtUp atomic.Int64 // when this follower last had applied all committed entries (unix nanos)
 
 	httpSrv  *http.Server
 	httpLn   net.Listener
 	adminSrv *grpc.Server
-	adminLn  net.Listener
+	adminLn  *unixsock.Listener
 	metrics  *metrics
 
 	wg sync.WaitGroup
@@ -351,7 +356,6 @@ func (s *Sidecar) closeServers() {
 	}
 	if s.adminLn != nil {
 		s.adminLn.Close()
-		os.Remove(s.cfg.AdminSocket)
 	}
 	if s.httpSrv != nil {
 		s.httpSrv.Close()
