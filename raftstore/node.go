@@ -176,7 +176,7 @@ type Node struct {
 	peers *peerClients
 	grpc  *grpc.Server
 
-	nudgeCh    chan struct{}
+	nudgeCh chan struct{}
 	// membership serializes the leader's membership decisions (autopilot,
 	// joins, leaves), each of which reads the configuration and changes it.
 	membership sync.Mutex
