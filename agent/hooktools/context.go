@@ -70,6 +70,8 @@ type Context interface {
 
 	// NetworkInfo returns the network info of a binding (an endpoint name)
 	// as seen from relation relationID (-1 for none), or ErrNoNetworkConfig.
+	// The binding "" is the application's default binding; only unit-get
+	// asks for it (network-get rejects an empty binding name).
 	NetworkInfo(binding string, relationID int) (NetworkInfo, error)
 
 	// OpenPort and ClosePort buffer port changes for the endpoints given
@@ -81,6 +83,18 @@ type Context interface {
 
 	// GoalState returns the goal state of this unit and its relations.
 	GoalState() (GoalState, error)
+}
+
+// UnitAddresser is implemented by a Context that knows this unit's
+// addresses the way Juju's unit-get reports them. It is optional: without
+// it, unit-get prints the first address of the default binding
+// (NetworkInfo("", -1)) for both settings.
+type UnitAddresser interface {
+	// PrivateAddress is printed by unit-get private-address when the
+	// default binding has no address.
+	PrivateAddress() (string, error)
+	// PublicAddress is printed by unit-get public-address.
+	PublicAddress() (string, error)
 }
 
 // Relation is one relation as a hook sees it.
@@ -145,8 +159,9 @@ type InterfaceAddress struct {
 	CIDR     string
 }
 
-// PortRange is a range of ports of one protocol ("tcp", "udp" or "icmp";
-// icmp has no ports).
+// PortRange is a range of ports of one protocol ("tcp", "udp" or "icmp").
+// ICMP has no ports: its From and To are -1, as in Juju. The tools pass
+// valid ranges only, with the protocol in lower case.
 type PortRange struct {
 	From, To int
 	Protocol string
