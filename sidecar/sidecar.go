@@ -85,6 +85,10 @@ type Config struct {
 	// Raft and membership tuning, passed to raftstore.
 	Raft raftstore.Config
 
+	// Agent configures the unit agent; nil runs the sidecar without one
+	// (a store for relation data, driven by its admin API).
+	Agent *AgentSettings
+
 	Logger  *slog.Logger
 	Version string
 	Now     func() time.Time
@@ -152,6 +156,36 @@ func (c *Config) validate() error {
 	return nil
 }
 
+// AgentSettings configure the unit agent that runs the charm's hooks.
+type AgentSettings struct {
+	// CharmDir holds metadata.yaml, config.yaml and the hooks.
+	CharmDir string
+	// ConfigFile holds the operator's charm config (a YAML map); it is
+	// watched and a change fires config-changed.
+	ConfigFile string
+	// Socket is the hook tools' Unix socket (default <data-dir>/agent.sock).
+	Socket string
+	// ToolsDir receives the tool symlinks (default <data-dir>/tools),
+	// pointing at ToolBinary.
+	ToolsDir   string
+	ToolBinary string
+	// RemoteRunner: hooks run in another container, by `bagkeeper
+	// hook-runner` connected to Socket, instead of in this process.
+	RemoteRunner bool
+	// AllowedUIDs may use the socket besides this process's user and root.
+	AllowedUIDs []int
+	// PodUID identifies this pod (the downward API's metadata.uid); a new
+	// one means the pod was replaced. Default: the raft member id.
+	PodUID string
+	// Address is the pod's address as charms see it; default: the host
+	// of --advertise when it is an IP.
+	Address string
+
+	ModelName, ModelUUID, AvailabilityZone string
+	UpdateStatusEvery                      time.Duration
+	RetryDelay                             time.Duration
+}
+
 // ordinal returns the ordinal this pod claims its unit by, or -1.
 func (c *Config) ordinal() int64 {
 	switch c.UnitMode {
@@ -183,6 +217,7 @@ type Sidecar struct {
 	adminSrv *grpc.Server
 	adminLn  *unixsock.Listener
 	metrics  *metrics
+	agent    *unitAgent
 
 	wg sync.WaitGroup
 }
@@ -238,6 +273,11 @@ func Start(cfg Config) (*Sidecar, error) {
 	if err := s.startAdmin(); err != nil {
 		return nil, err
 	}
+	if cfg.Agent != nil {
+		if err := s.startAgent(); err != nil {
+			return nil, err
+		}
+	}
 	ok = true
 	return s, nil
 }
@@ -259,12 +299,20 @@ func (s *Sidecar) Serve(ctx context.Context) error {
 	s.wg.Add(2)
 	go func() { defer s.wg.Done(); s.claimLoop(loops) }()
 	go func() { defer s.wg.Done(); s.reapLoop(loops) }()
+	if s.agent != nil {
+		s.runAgent(&s.wg)
+	}
 	var fatal error
 	select {
 	case <-ctx.Done():
 	case fatal = <-s.node.Fatal():
 	}
 	cancel()
+	if s.agent != nil {
+		actx, acancel := context.WithTimeout(context.Background(), 60*time.Second)
+		s.stopAgent(actx, fatal == nil)
+		acancel()
+	}
 	s.wg.Wait()
 	err := s.shutdown(fatal == nil)
 	if fatal != nil {
@@ -351,6 +399,9 @@ func (s *Sidecar) shutdown(graceful bool) error {
 }
 
 func (s *Sidecar) closeServers() {
+	if s.agent != nil && s.agent.cancel == nil {
+		s.agent.close()
+	}
 	if s.adminSrv != nil {
 		s.adminSrv.Stop()
 	}

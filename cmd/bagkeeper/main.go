@@ -7,6 +7,8 @@
 //	bagkeeper relation ensure  create a relation unless it exists
 //	bagkeeper unit remove    remove a unit at once
 //	bagkeeper recover        force a new configuration after losing a majority
+//	bagkeeper hook-runner    run hooks in another container of the pod
+//	bagkeeper install-tools  link the hook tools into a directory
 //	bagkeeper version        print the version
 package main
 
@@ -44,6 +46,8 @@ func commands() []command {
 		{"unit", "unit remove: remove a unit at once", cmdUnit},
 		{"member", "member remove: remove a raft member that is gone for good", cmdMember},
 		{"recover", "force the raft configuration after a majority of voters is lost", cmdRecover},
+		{"hook-runner", "run the charm's hooks in this container for the pod's unit agent", cmdHookRunner},
+		{"install-tools", "link the Juju hook tools into a directory", cmdInstallTools},
 		{"version", "print the version", func(e *env, _ []string) error { fmt.Fprintln(e.stdout, "bagkeeper", version); return nil }},
 	}
 }
@@ -92,7 +96,7 @@ func topUsage(w io.Writer) {
 	var b strings.Builder
 	b.WriteString("bagkeeper keeps a Juju application's relation data in a raft group formed by\nthe sidecars of its pods, so a replaced pod gets its unit and its bags back.\n\nUsage: bagkeeper <command> [flags]\n\nCommands:\n")
 	for _, c := range commands() {
-		fmt.Fprintf(&b, "  %-9s %s\n", c.name, c.summary)
+		fmt.Fprintf(&b, "  %-14s %s\n", c.name, c.summary)
 	}
 	b.WriteString("\nRun 'bagkeeper <command> --help' for a command's flags. Every flag can also be\nset with an environment variable BAGKEEPER_<FLAG> (upper case, dashes as\nunderscores); 'run' also reads a YAML file given with --config.\n")
 	fmt.Fprint(w, b.String())

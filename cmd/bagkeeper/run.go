@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -45,6 +46,11 @@ type runFlags struct {
 	deadVoterAfter, deadMemberAfter                                   time.Duration
 	joinInterval                                                      time.Duration
 	logLevel, logFormat                                               string
+
+	charmDir, charmConfig, agentSocket, toolsDir, hookTool, hookRunner string
+	hookUIDs                                                           listFlag
+	podUID, podIP, modelName, modelUUID, zone                          string
+	updateStatus, hookRetry                                            time.Duration
 }
 
 func newRunFlags(e *env) *runFlags {
@@ -89,6 +95,20 @@ func newRunFlags(e *env) *runFlags {
 	fs.DurationVar(&f.deadVoterAfter, "dead-voter-after", 5*time.Minute, "a voter unhealthy this long is replaced by a healthy non-voter")
 	fs.DurationVar(&f.deadMemberAfter, "dead-member-after", 15*time.Minute, "a non-voter unhealthy this long is removed from the group")
 	fs.DurationVar(&f.joinInterval, "join-interval", time.Second, "pause between bootstrap and join attempts")
+	fs.StringVar(&f.charmDir, "charm-dir", "", "the charm (metadata.yaml, config.yaml, hooks); runs the unit agent (`dir`)")
+	fs.StringVar(&f.charmConfig, "charm-config", "", "YAML `file` of charm config settings, watched: a change fires config-changed")
+	fs.StringVar(&f.agentSocket, "agent-socket", "", "Unix socket `path` of the hook tools (default <data-dir>/agent.sock)")
+	fs.StringVar(&f.toolsDir, "tools-dir", "", "`dir`ectory for the hook tool symlinks, put first on hooks' PATH (default <data-dir>/tools)")
+	fs.StringVar(&f.hookTool, "hook-tool", "", "`path` of the hook tool binary the symlinks point at (default: jujuc next to bagkeeper)")
+	fs.StringVar(&f.hookRunner, "hook-runner", "local", "where hooks run: local (in this process) or remote (`bagkeeper hook-runner` in another container) (`mode`)")
+	fs.Var(&f.hookUIDs, "hook-uids", "comma-separated user `ids` allowed on the hook tool socket besides this process's user and root")
+	fs.StringVar(&f.podUID, "pod-uid", "", "this pod's UID (downward API metadata.uid): a new one means the pod was replaced")
+	fs.StringVar(&f.podIP, "pod-ip", "", "this pod's `address` as charms see it (default: the host of --advertise when it is an IP)")
+	fs.StringVar(&f.modelName, "model-name", "", "Juju model `name` (JUJU_MODEL_NAME)")
+	fs.StringVar(&f.modelUUID, "model-uuid", "", "Juju model `uuid` (JUJU_MODEL_UUID)")
+	fs.StringVar(&f.zone, "availability-zone", "", "JUJU_AVAILABILITY_ZONE of hooks (`zone`)")
+	fs.DurationVar(&f.updateStatus, "update-status-interval", 5*time.Minute, "how often update-status runs")
+	fs.DurationVar(&f.hookRetry, "hook-retry-delay", 5*time.Second, "first pause before a failed hook is retried (it doubles, up to 5m)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (`level`)")
 	fs.StringVar(&f.logFormat, "log-format", "json", "json or text (`format`)")
 	return f
@@ -161,6 +181,30 @@ func (f *runFlags) sidecarConfig(logger *slog.Logger) (sidecar.Config, error) {
 			Interval: f.autopilotInterval, Stabilization: f.promoteAfter, UnhealthyAfter: f.unhealthyAfter, // 0: derived from the interval
 			DeadVoterAfter: f.deadVoterAfter, DeadNonvoterAfter: f.deadMemberAfter,
 		},
+	}
+	if f.charmDir != "" {
+		as := &sidecar.AgentSettings{
+			CharmDir: f.charmDir, ConfigFile: f.charmConfig, Socket: f.agentSocket, ToolsDir: f.toolsDir, ToolBinary: f.hookTool,
+			PodUID: f.podUID, Address: f.podIP, ModelName: f.modelName, ModelUUID: f.modelUUID, AvailabilityZone: f.zone,
+			UpdateStatusEvery: f.updateStatus, RetryDelay: f.hookRetry,
+		}
+		switch f.hookRunner {
+		case "local":
+		case "remote":
+			as.RemoteRunner = true
+		default:
+			return c, usageErrorf("--hook-runner must be local or remote, got %q", f.hookRunner)
+		}
+		for _, u := range f.hookUIDs {
+			uid, err := strconv.Atoi(u)
+			if err != nil || uid < 0 {
+				return c, usageErrorf("--hook-uids: %q is not a user id", u)
+			}
+			as.AllowedUIDs = append(as.AllowedUIDs, uid)
+		}
+		c.Agent = as
+	} else if f.charmConfig != "" {
+		return c, usageErrorf("--charm-config needs --charm-dir")
 	}
 	if f.voters < 1 || f.voters > 7 || f.voters%2 == 0 {
 		return c, usageErrorf("--voters must be odd and between 1 and 7, got %d", f.voters)

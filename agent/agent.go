@@ -1,0 +1,426 @@
+// Package agent is the unit agent: it decides which hook to run next from
+// the replicated state (resolver.go), runs it (runner.go) in a hook context
+// whose writes are committed in one raft command together with the event
+// cursor (context.go), and serves the hook tools on a local Unix socket
+// (server.go). It holds the application leadership lease while its member
+// leads the raft group (leader.go).
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bagkeeper/bagkeeper/raftstore"
+	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
+)
+
+// Store is what the agent needs of the raft member.
+type Store interface {
+	State() *raftstore.State
+	Changed() <-chan struct{}
+	Apply(ctx context.Context, cmd *storepb.Command) (*storepb.Result, error)
+	IsLeader() bool
+}
+
+// Config configures an Agent.
+type Config struct {
+	Store Store
+	// Unit returns the unit this pod holds ("" while it holds none).
+	Unit func() string
+	// Member is this pod's raft member id (it holds the lease).
+	Member string
+	// Pod identifies this pod instance (a new value = a replaced pod).
+	Pod string
+
+	Charm *Charm
+	// ConfigFile holds the operator's charm config settings (YAML); it is
+	// re-read whenever ConfigChanged fires.
+	ConfigFile    string
+	ConfigChanged <-chan struct{}
+
+	// Listener serves the hook tools: a Unix socket at Socket (the path
+	// hooks are given). The caller creates and closes it. ToolsDir holds
+	// the tool symlinks, pointing at ToolBinary.
+	Listener   net.Listener
+	Socket     string
+	ToolsDir   string
+	ToolBinary string
+	// AllowedUIDs may use the socket besides the agent's own user.
+	AllowedUIDs []int
+
+	// Runner runs hooks (default: a local runner in this process).
+	Runner Runner
+
+	// Address is the pod's address as charms see it (private-address).
+	Address string
+
+	ModelName        string
+	ModelUUID        string
+	AvailabilityZone string
+	JujuVersion      string
+
+	UpdateStatusEvery time.Duration
+	// RetryDelay is the first pause before a failed hook is retried; it
+	// doubles up to MaxRetryDelay.
+	RetryDelay    time.Duration
+	MaxRetryDelay time.Duration
+	// LeaseDuration is how long the leader's lease lasts (renewed at a
+	// third of it). Default 60s.
+	LeaseDuration time.Duration
+
+	Logger *slog.Logger
+	Now    func() time.Time
+}
+
+// Agent is one unit's agent.
+type Agent struct {
+	cfg  Config
+	log  *slog.Logger
+	node Store
+
+	cfgMu     sync.Mutex
+	cfgValues map[string]any
+	cfgHash   string
+	cfgErr    error
+
+	running atomic.Pointer[hookContext]
+	srv     *server
+	// kick wakes the hook loop (config changed).
+	kick chan struct{}
+}
+
+// New checks the configuration and returns an agent.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Store == nil || cfg.Unit == nil || cfg.Charm == nil || cfg.Listener == nil {
+		return nil, errors.New("agent: store, unit, charm and listener are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.RetryDelay <= 0 {
+		cfg.RetryDelay = 5 * time.Second
+	}
+	if cfg.MaxRetryDelay < cfg.RetryDelay {
+		cfg.MaxRetryDelay = max(5*time.Minute, cfg.RetryDelay)
+	}
+	if cfg.LeaseDuration <= 0 {
+		cfg.LeaseDuration = time.Minute
+	}
+	if cfg.LeaseDuration < 2*LeaseGuarantee {
+		return nil, fmt.Errorf("agent: the lease must last at least %s so that is-leader can promise %s", 2*LeaseGuarantee, LeaseGuarantee)
+	}
+	if cfg.JujuVersion == "" {
+		cfg.JujuVersion = "3.6.0"
+	}
+	if cfg.Runner == nil {
+		cfg.Runner = LocalRunner{Logger: cfg.Logger}
+	}
+	a := &Agent{cfg: cfg, log: cfg.Logger, node: cfg.Store, kick: make(chan struct{}, 1)}
+	if err := a.reloadConfig(); err != nil {
+		return nil, err
+	}
+	srv, err := a.serve()
+	if err != nil {
+		return nil, err
+	}
+	a.srv = srv
+	return a, nil
+}
+
+// Close stops serving the hook tools (after Run and Stop).
+func (a *Agent) Close() { a.srv.close() }
+
+func (a *Agent) unit() string   { return a.cfg.Unit() }
+func (a *Agent) now() time.Time { return a.cfg.Now() }
+func (a *Agent) config() map[string]any {
+	a.cfgMu.Lock()
+	defer a.cfgMu.Unlock()
+	out := make(map[string]any, len(a.cfgValues))
+	for k, v := range a.cfgValues {
+		out[k] = v
+	}
+	return out
+}
+
+func (a *Agent) configHash() string {
+	a.cfgMu.Lock()
+	defer a.cfgMu.Unlock()
+	return a.cfgHash
+}
+
+// reloadConfig reads the operator's settings again. A bad file keeps the
+// previous config (and is logged): a typo must not take config away.
+func (a *Agent) reloadConfig() error {
+	settings, err := ReadConfigFile(a.cfg.ConfigFile)
+	var values map[string]any
+	if err == nil {
+		values, err = a.cfg.Charm.EffectiveConfig(settings)
+	}
+	a.cfgMu.Lock()
+	defer a.cfgMu.Unlock()
+	if err != nil {
+		if a.cfgValues == nil {
+			return err
+		}
+		a.log.Error("charm config not reloaded; the previous config stays in effect", "err", err)
+		return nil
+	}
+	a.cfgValues, a.cfgHash = values, ConfigHash(values)
+	return nil
+}
+
+func (a *Agent) knownBinding(name string) bool {
+	if name == "" {
+		return a.cfg.Address != "" // the default binding
+	}
+	if _, ok := a.cfg.Charm.Peers[name]; ok {
+		return true
+	}
+	for _, r := range a.node.State().Relations() {
+		if r.Endpoint == name {
+			return true
+		}
+	}
+	return a.cfg.Charm.Endpoints[name]
+}
+
+// apply commits ops through raft.
+func (a *Agent) apply(ops ...*storepb.Op) (*storepb.Result, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return a.node.Apply(ctx, raftstore.NewCommand(ops...))
+}
+
+func isNotLeader(err error) bool { return errors.Is(err, raftstore.ErrNotLeader) }
+
+// Run runs the agent until ctx ends: it waits for the pod's unit, makes
+// sure the charm's peer relations exist and the unit's address is in its
+// bags, then runs hooks one at a time.
+func (a *Agent) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); a.leaseLoop(ctx) }()
+	go func() { defer wg.Done(); a.configLoop(ctx) }()
+	defer wg.Wait()
+
+	if err := a.waitForUnit(ctx); err != nil {
+		return nil
+	}
+	a.log = a.log.With("unit", a.unit())
+	a.ensurePeerRelations(ctx)
+	// The member that leads takes the lease before its first hook, so the
+	// leader's install phase says leader-elected.
+	a.tendLease()
+	retry := a.cfg.RetryDelay
+	for ctx.Err() == nil {
+		changed := a.node.Changed()
+		a.ensureAddress(ctx)
+		st := a.node.State()
+		cur, err := DecodeCursor(st.Cursor(a.unit()))
+		if err != nil {
+			return err
+		}
+		v := View{State: st, Unit: a.unit(), Pod: a.cfg.Pod, ConfigHash: a.configHash(), Now: a.now(), UpdateStatusEvery: a.cfg.UpdateStatusEvery}
+		h, ok := Next(v, cur)
+		if !ok {
+			a.wait(ctx, changed, cur)
+			continue
+		}
+		if err := a.runHook(ctx, h, st); err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			a.log.Error("hook failed; retrying", "hook", h.Name, "err", err, "retry_in", retry.String())
+			a.setHookError(h, err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(retry):
+			}
+			retry = min(2*retry, a.cfg.MaxRetryDelay)
+			continue
+		}
+		retry = a.cfg.RetryDelay
+	}
+	return nil
+}
+
+// wait blocks until something may have made a hook due.
+func (a *Agent) wait(ctx context.Context, changed <-chan struct{}, cur Cursor) {
+	var timer <-chan time.Time
+	if a.cfg.UpdateStatusEvery > 0 {
+		due := time.Unix(0, cur.UpdateStatus).Add(a.cfg.UpdateStatusEvery)
+		timer = time.After(max(due.Sub(a.now()), time.Millisecond))
+	}
+	select {
+	case <-ctx.Done():
+	case <-changed:
+	case <-a.kick:
+	case <-timer:
+	case <-time.After(10 * time.Second):
+		// Leadership promises expire with time alone; look again now and then.
+	}
+}
+
+func (a *Agent) waitForUnit(ctx context.Context) error {
+	for a.unit() == "" {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-a.node.Changed():
+		case <-time.After(time.Second):
+		}
+	}
+	return nil
+}
+
+// ensurePeerRelations creates the peer relations of metadata.yaml.
+func (a *Agent) ensurePeerRelations(ctx context.Context) {
+	for ep, iface := range a.cfg.Charm.Peers {
+		for ctx.Err() == nil {
+			if _, err := a.apply(raftstore.EnsureRelationOp(ep, iface, true, "", "")); err == nil {
+				break
+			} else {
+				a.log.Warn("creating peer relation", "endpoint", ep, "err", err)
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+				}
+			}
+		}
+	}
+}
+
+// ensureAddress keeps the unit's address keys in each of its bags: seeded
+// when the unit enters a relation, updated when its pod moves (the only
+// change a move makes).
+func (a *Agent) ensureAddress(ctx context.Context) {
+	if a.cfg.Address == "" {
+		return
+	}
+	st := a.node.State()
+	unit := a.unit()
+	want := map[string]string{"private-address": a.cfg.Address, "ingress-address": a.cfg.Address, "egress-subnets": a.cfg.Address + "/32"}
+	var ops []*storepb.Op
+	for _, r := range st.Relations() {
+		b, _ := st.Bag(r.ID, unit)
+		stale := false
+		for k, v := range want {
+			if b == nil || b.Data[k] != v {
+				stale = true
+			}
+		}
+		if stale {
+			ops = append(ops, raftstore.UpdateBagOp(r.ID, unit, want))
+		}
+	}
+	if len(ops) == 0 {
+		return
+	}
+	if _, err := a.apply(ops...); err != nil && ctx.Err() == nil {
+		a.log.Warn("updating the unit's address in its bags", "err", err)
+	}
+}
+
+// runHook runs one hook and commits its writes with the cursor advance.
+func (a *Agent) runHook(ctx context.Context, h Hook, st *raftstore.State) error {
+	id := a.unit() + "-" + h.Name + "-" + randomID()
+	hc := newHookContext(a, id, h, st)
+	a.running.Store(hc)
+	defer a.running.Store(nil)
+	env := a.hookEnv(hc)
+	start := a.now()
+	a.log.Info("running hook", "hook", h.Name, "relation", relKey(h), "remote_unit", h.RemoteUnit)
+	res := a.cfg.Runner.Run(ctx, HookRun{ContextID: id, Hook: h.Name, Dir: a.cfg.Charm.Dir, Env: env})
+	a.running.Store(nil)
+	if res.Err != nil {
+		return fmt.Errorf("hook %s: %w", h.Name, res.Err)
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("hook %s exited with status %d", h.Name, res.ExitCode)
+	}
+	ops := hc.ops()
+	ops = append(ops, raftstore.SetCursorOp(a.unit(), h.Next.Encode()))
+	if st.UnitExtra(a.unit()).HookError != "" {
+		ops = append(ops, raftstore.SetHookErrorOp(a.unit(), "", ""))
+	}
+	if _, err := a.apply(ops...); err != nil {
+		if isNotLeader(err) {
+			return fmt.Errorf("hook %s: its application data was not committed: this unit is no longer the leader", h.Name)
+		}
+		return fmt.Errorf("hook %s: committing its changes: %w", h.Name, err)
+	}
+	a.log.Info("hook committed", "hook", h.Name, "took", a.now().Sub(start).String(), "writes", len(ops)-1)
+	return nil
+}
+
+func (a *Agent) setHookError(h Hook, err error) {
+	if _, aerr := a.apply(raftstore.SetHookErrorOp(a.unit(), h.Name, err.Error())); aerr != nil {
+		a.log.Warn("recording the hook error", "err", aerr)
+	}
+}
+
+func relKey(h Hook) string {
+	if h.Relation == nil {
+		return ""
+	}
+	return h.Relation.Key()
+}
+
+func randomID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// configLoop re-reads the charm config when its file changes.
+func (a *Agent) configLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.cfg.ConfigChanged:
+		}
+		before := a.configHash()
+		if err := a.reloadConfig(); err != nil {
+			a.log.Error("charm config", "err", err)
+			continue
+		}
+		if a.configHash() != before {
+			a.log.Info("charm config changed")
+			select {
+			case a.kick <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// Stop runs the stop hook (the pod is going away) and gives up the
+// leadership lease. Call it after Run has returned. The stop hook's writes
+// commit like any hook's; the cursor does not move, so a unit whose pod
+// comes back resumes where it was.
+func (a *Agent) Stop(ctx context.Context) {
+	unit := a.unit()
+	if unit == "" {
+		return
+	}
+	st := a.node.State()
+	cur, err := DecodeCursor(st.Cursor(unit))
+	if err == nil && cur.Started {
+		if err := a.runHook(ctx, Hook{Name: HookStop, Next: cur}, st); err != nil {
+			a.log.Warn("stop hook failed", "err", err)
+		}
+	}
+	a.ReleaseLease()
+}

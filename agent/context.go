@@ -1,0 +1,530 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/bagkeeper/bagkeeper/agent/hooktools"
+	"github.com/bagkeeper/bagkeeper/raftstore"
+	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
+)
+
+// LeaseGuarantee is how long is-leader promises leadership for: it answers
+// true only while the lease has at least this long to run.
+const LeaseGuarantee = 30 * time.Second
+
+// hookContext is one running hook as its tools see it. Reads come from the
+// snapshot taken when the hook started, plus the hook's own buffered
+// writes; nothing is written to the store until the hook exits 0 (commit).
+// Status, workload version, leader settings and logs act at once.
+type hookContext struct {
+	id   string
+	hook Hook
+	unit string
+	app  string
+	st   *raftstore.State // the snapshot
+	a    *Agent
+	log  *slog.Logger
+
+	mu         sync.Mutex
+	unitWrites map[int64]map[string]string // "" deletes
+	appWrites  map[int64]map[string]string
+	stateSet   map[string]string
+	stateDel   map[string]bool
+	portsOpen  []raftstore.Port
+	portsClose []raftstore.Port
+}
+
+var (
+	_ hooktools.Context       = (*hookContext)(nil)
+	_ hooktools.UnitAddresser = (*hookContext)(nil)
+)
+
+func newHookContext(a *Agent, id string, h Hook, st *raftstore.State) *hookContext {
+	return &hookContext{
+		id: id, hook: h, unit: a.unit(), app: st.App(), st: st, a: a,
+		log:        a.log.With("unit", a.unit(), "hook", h.Name),
+		unitWrites: map[int64]map[string]string{},
+		appWrites:  map[int64]map[string]string{},
+		stateSet:   map[string]string{},
+		stateDel:   map[string]bool{},
+	}
+}
+
+func (c *hookContext) UnitName() string { return c.unit }
+func (c *hookContext) AppName() string  { return c.app }
+
+func (c *hookContext) HookRelation() (int, bool) {
+	if c.hook.Relation == nil {
+		return 0, false
+	}
+	return int(c.hook.Relation.ID), true
+}
+
+func (c *hookContext) RemoteUnit() string { return c.hook.RemoteUnit }
+func (c *hookContext) RemoteApp() string  { return c.hook.RemoteApp }
+
+func (c *hookContext) Relation(id int) (hooktools.Relation, error) {
+	r, ok := c.st.Relation(int64(id))
+	if !ok {
+		// A departed or broken hook runs for a relation the store no
+		// longer has; its tools still work on what the hook knows.
+		if c.hook.Relation != nil && c.hook.Relation.ID == int64(id) {
+			r = c.hook.Relation
+		} else {
+			return nil, hooktools.ErrRelationNotFound
+		}
+	}
+	return &hookRelation{c: c, r: r}, nil
+}
+
+func (c *hookContext) RelationIDs(endpoint string) []int {
+	var out []int
+	for _, r := range c.st.Relations() {
+		if r.Endpoint == endpoint {
+			out = append(out, int(r.ID))
+		}
+	}
+	return out
+}
+
+// IsLeader answers from the live lease, not the snapshot: leadership is a
+// promise about the future.
+func (c *hookContext) IsLeader() (bool, error) {
+	l := c.a.node.State().Lease()
+	return l.Unit == c.unit && l.Expires.Sub(c.a.now()) >= LeaseGuarantee, nil
+}
+
+func (c *hookContext) LeaderSettings() (map[string]string, error) {
+	s, _ := c.a.node.State().LeaderSettings()
+	return maps.Clone(s), nil
+}
+
+func (c *hookContext) WriteLeaderSettings(settings map[string]string) error {
+	if ok, _ := c.IsLeader(); !ok {
+		return hooktools.ErrNotLeader
+	}
+	set, del := splitSettings(settings)
+	_, err := c.a.apply(raftstore.CheckLeaseOp(c.unit), raftstore.UpdateLeaderSettingsOp(set, del...))
+	if isNotLeader(err) {
+		return hooktools.ErrNotLeader
+	}
+	return err
+}
+
+func (c *hookContext) Config() map[string]any { return c.a.config() }
+
+func (c *hookContext) CharmState() map[string]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := maps.Clone(c.st.CharmState(c.unit))
+	if out == nil {
+		out = map[string]string{}
+	}
+	for k := range c.stateDel {
+		delete(out, k)
+	}
+	maps.Copy(out, c.stateSet)
+	return out
+}
+
+func (c *hookContext) SetCharmState(key, value string) error {
+	if key == "" {
+		return fmt.Errorf("empty key")
+	}
+	if len(key) > raftstore.MaxCharmStateKey {
+		return fmt.Errorf("key %.40q... is %d bytes, over the %d byte limit", key, len(key), raftstore.MaxCharmStateKey)
+	}
+	if len(value) > raftstore.MaxCharmStateValue {
+		return fmt.Errorf("value of %q is %d bytes, over the %d byte limit", key, len(value), raftstore.MaxCharmStateValue)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.stateDel, key)
+	c.stateSet[key] = value
+	return nil
+}
+
+func (c *hookContext) DeleteCharmState(key string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.stateSet, key)
+	c.stateDel[key] = true
+	return nil
+}
+
+func (c *hookContext) Log(level, message string) {
+	lv := slog.LevelInfo
+	switch strings.ToUpper(level) {
+	case "TRACE", "DEBUG":
+		lv = slog.LevelDebug
+	case "WARNING", "WARN":
+		lv = slog.LevelWarn
+	case "ERROR", "CRITICAL":
+		lv = slog.LevelError
+	}
+	c.a.log.Log(context.Background(), lv, message, "logger", "unit."+c.unit+".juju-log", "hook", c.hook.Name)
+}
+
+func (c *hookContext) UnitStatus() (hooktools.Status, error) {
+	return unitStatus(c.a.node.State(), c.unit), nil
+}
+
+func unitStatus(st *raftstore.State, unit string) hooktools.Status {
+	if e := st.UnitExtra(unit); e.HookError != "" {
+		return hooktools.Status{Status: "error", Message: fmt.Sprintf("hook failed: %q", e.HookError), Since: e.HookErrorSince}
+	}
+	s, ok := st.Status(unit)
+	if !ok {
+		return hooktools.Status{Status: "unknown"}
+	}
+	return toolStatus(s)
+}
+
+func toolStatus(s *raftstore.Status) hooktools.Status {
+	out := hooktools.Status{Status: s.Status, Message: s.Message, Since: s.Since, Data: map[string]any{}}
+	if len(s.DataJSON) > 0 {
+		_ = json.Unmarshal(s.DataJSON, &out.Data)
+	}
+	return out
+}
+
+func (c *hookContext) AppStatus() (hooktools.Status, map[string]hooktools.Status, error) {
+	st := c.a.node.State()
+	app := hooktools.Status{Status: "unknown", Data: map[string]any{}}
+	if s, ok := st.Status(c.app); ok {
+		app = toolStatus(s)
+	}
+	units := map[string]hooktools.Status{}
+	for _, u := range st.Units() {
+		if u.State != raftstore.UnitRemoved {
+			units[u.Name] = unitStatus(st, u.Name)
+		}
+	}
+	return app, units, nil
+}
+
+func statusData(s hooktools.Status) ([]byte, error) {
+	if len(s.Data) == 0 {
+		return nil, nil
+	}
+	return json.Marshal(s.Data)
+}
+
+func (c *hookContext) SetUnitStatus(s hooktools.Status) error {
+	data, err := statusData(s)
+	if err != nil {
+		return err
+	}
+	_, err = c.a.apply(raftstore.SetStatusOp(c.unit, s.Status, s.Message, data))
+	return err
+}
+
+func (c *hookContext) SetAppStatus(s hooktools.Status) error {
+	if ok, _ := c.IsLeader(); !ok {
+		return hooktools.ErrNotLeader
+	}
+	data, err := statusData(s)
+	if err != nil {
+		return err
+	}
+	_, err = c.a.apply(raftstore.CheckLeaseOp(c.unit), raftstore.SetStatusOp(c.app, s.Status, s.Message, data))
+	if isNotLeader(err) {
+		return hooktools.ErrNotLeader
+	}
+	return err
+}
+
+func (c *hookContext) SetApplicationVersion(version string) error {
+	_, err := c.a.apply(raftstore.SetWorkloadVersionOp(c.unit, version))
+	return err
+}
+
+// NetworkInfo reports the pod's address for every binding: in a pod there
+// is one network.
+func (c *hookContext) NetworkInfo(binding string, relationID int) (hooktools.NetworkInfo, error) {
+	if !c.a.knownBinding(binding) {
+		return hooktools.NetworkInfo{}, hooktools.ErrNoNetworkConfig
+	}
+	addr := c.a.cfg.Address
+	cidr := addr + "/32"
+	if ip := net.ParseIP(addr); ip != nil && ip.To4() == nil {
+		cidr = addr + "/128"
+	}
+	return hooktools.NetworkInfo{
+		Interfaces:       []hooktools.NetworkInterface{{InterfaceName: "eth0", Addresses: []hooktools.InterfaceAddress{{Address: addr, CIDR: cidr}}}},
+		IngressAddresses: []string{addr},
+		EgressSubnets:    []string{cidr},
+	}, nil
+}
+
+// storePort and toolPort convert port ranges: the tools mark icmp's
+// absent ports -1, as Juju does; the store 0.
+func storePort(endpoint string, p hooktools.PortRange) raftstore.Port {
+	if p.Protocol == "icmp" {
+		return raftstore.Port{Endpoint: endpoint, Protocol: "icmp"}
+	}
+	return raftstore.Port{Endpoint: endpoint, From: p.From, To: p.To, Protocol: p.Protocol}
+}
+
+func toolPort(p raftstore.Port) hooktools.PortRange {
+	if p.Protocol == "icmp" {
+		return hooktools.PortRange{From: -1, To: -1, Protocol: "icmp"}
+	}
+	return hooktools.PortRange{From: p.From, To: p.To, Protocol: p.Protocol}
+}
+
+func (c *hookContext) OpenPort(endpoint string, p hooktools.PortRange) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.portsOpen = append(c.portsOpen, storePort(endpoint, p))
+	return nil
+}
+
+func (c *hookContext) ClosePort(endpoint string, p hooktools.PortRange) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.portsClose = append(c.portsClose, storePort(endpoint, p))
+	return nil
+}
+
+func (c *hookContext) OpenedPorts() map[string][]hooktools.PortRange {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	set := map[raftstore.Port]bool{}
+	for _, p := range c.st.UnitExtra(c.unit).Ports {
+		set[p] = true
+	}
+	// Buffered changes in the order they were made.
+	for _, p := range c.portsOpen {
+		set[p] = true
+	}
+	for _, p := range c.portsClose {
+		delete(set, p)
+	}
+	out := map[string][]hooktools.PortRange{}
+	for p := range set {
+		out[p.Endpoint] = append(out[p.Endpoint], toolPort(p))
+	}
+	return out
+}
+
+// PrivateAddress and PublicAddress answer unit-get: in a pod both are the
+// pod's address.
+func (c *hookContext) PrivateAddress() (string, error) { return c.a.cfg.Address, nil }
+func (c *hookContext) PublicAddress() (string, error)  { return c.a.cfg.Address, nil }
+
+func (c *hookContext) GoalState() (hooktools.GoalState, error) {
+	gs := hooktools.GoalState{Units: map[string]hooktools.GoalStatus{}, Relations: map[string]map[string]hooktools.GoalStatus{}}
+	st := c.st
+	for _, u := range st.Units() {
+		if u.State == raftstore.UnitRemoved {
+			continue
+		}
+		since := u.Created
+		gs.Units[u.Name] = hooktools.GoalStatus{Status: "active", Since: &since}
+	}
+	for _, r := range st.Relations() {
+		m := map[string]hooktools.GoalStatus{}
+		for u := range Members(st, r, c.unit) {
+			m[u] = hooktools.GoalStatus{Status: "joined"}
+		}
+		if !r.Peer {
+			m[r.RemoteApp] = hooktools.GoalStatus{Status: "joined"}
+		}
+		gs.Relations[r.Endpoint] = m
+	}
+	return gs, nil
+}
+
+// ops returns the hook's buffered writes as store operations.
+func (c *hookContext) ops() []*storepb.Op {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var ops []*storepb.Op
+	if len(c.appWrites) > 0 {
+		// Checked when applied: a leader deposed during the hook cannot
+		// commit the application bag it wrote.
+		ops = append(ops, raftstore.CheckLeaseOp(c.unit))
+	}
+	for _, id := range sortedIDs(c.unitWrites) {
+		set, del := splitSettings(c.unitWrites[id])
+		ops = append(ops, raftstore.UpdateBagOp(id, c.unit, set, del...))
+	}
+	for _, id := range sortedIDs(c.appWrites) {
+		set, del := splitSettings(c.appWrites[id])
+		ops = append(ops, raftstore.UpdateBagOp(id, c.app, set, del...))
+	}
+	if len(c.stateSet) > 0 || len(c.stateDel) > 0 {
+		var del []string
+		for k := range c.stateDel {
+			del = append(del, k)
+		}
+		sort.Strings(del)
+		ops = append(ops, raftstore.UpdateCharmStateOp(c.unit, maps.Clone(c.stateSet), del...))
+	}
+	if len(c.portsOpen) > 0 || len(c.portsClose) > 0 {
+		ops = append(ops, raftstore.UpdatePortsOp(c.unit, c.portsOpen, c.portsClose))
+	}
+	return ops
+}
+
+func sortedIDs(m map[int64]map[string]string) []int64 {
+	ids := make([]int64, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids
+}
+
+// splitSettings turns "" values into deletions.
+func splitSettings(m map[string]string) (map[string]string, []string) {
+	set := map[string]string{}
+	var del []string
+	for k, v := range m {
+		if v == "" {
+			del = append(del, k)
+		} else {
+			set[k] = v
+		}
+	}
+	sort.Strings(del)
+	return set, del
+}
+
+// hookRelation is a relation as one hook sees it.
+type hookRelation struct {
+	c *hookContext
+	r *raftstore.Relation
+}
+
+func (h *hookRelation) ID() int           { return int(h.r.ID) }
+func (h *hookRelation) Endpoint() string  { return h.r.Endpoint }
+func (h *hookRelation) Key() string       { return h.r.Key() }
+func (h *hookRelation) RemoteApp() string { return h.r.RemoteApp }
+func (h *hookRelation) Peer() bool        { return h.r.Peer }
+func (h *hookRelation) ModelUUID() string { return h.c.a.cfg.ModelUUID }
+
+func (h *hookRelation) Members() []string {
+	m := Members(h.c.st, h.r, h.c.unit)
+	out := make([]string, 0, len(m))
+	for u := range m {
+		out = append(out, u)
+	}
+	sortUnitNames(out)
+	return out
+}
+
+func (h *hookRelation) bag(owner string) map[string]string {
+	out := map[string]string{}
+	if b, ok := h.c.st.Bag(h.r.ID, owner); ok {
+		maps.Copy(out, b.Data)
+	}
+	return out
+}
+
+func overlay(base, writes map[string]string) map[string]string {
+	for k, v := range writes {
+		if v == "" {
+			delete(base, k)
+		} else {
+			base[k] = v
+		}
+	}
+	return base
+}
+
+func (h *hookRelation) ReadUnit(unit string) (map[string]string, error) {
+	c := h.c
+	if unit == c.unit {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return overlay(h.bag(unit), c.unitWrites[h.r.ID]), nil
+	}
+	app, _, ok := raftstore.ParseUnitName(unit)
+	switch {
+	case !ok:
+		return nil, hooktools.ErrPermissionDenied
+	case h.r.Peer && app == c.app:
+		// Bags of departed peers stay readable while the relation exists.
+		if _, ok := c.st.Unit(unit); !ok {
+			return nil, hooktools.ErrPermissionDenied
+		}
+	case !h.r.Peer && app == h.r.RemoteApp:
+	default:
+		return nil, hooktools.ErrPermissionDenied
+	}
+	return h.bag(unit), nil
+}
+
+func (h *hookRelation) ReadApp(app string) (map[string]string, error) {
+	c := h.c
+	if app != c.app {
+		if h.r.Peer || app != h.r.RemoteApp {
+			return nil, hooktools.ErrPermissionDenied
+		}
+		return h.bag(app), nil
+	}
+	leader, _ := c.IsLeader()
+	if !h.r.Peer && !leader {
+		return nil, hooktools.ErrPermissionDenied
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if leader {
+		return overlay(h.bag(app), c.appWrites[h.r.ID]), nil
+	}
+	return h.bag(app), nil
+}
+
+func (h *hookRelation) WriteUnit(settings map[string]string) error {
+	c := h.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.unitWrites[h.r.ID]
+	if w == nil {
+		w = map[string]string{}
+		c.unitWrites[h.r.ID] = w
+	}
+	maps.Copy(w, settings)
+	if size(overlay(h.bag(c.unit), w)) > raftstore.MaxBagSize {
+		return fmt.Errorf("relation data of %s in %s would exceed %d bytes", c.unit, h.r.Key(), raftstore.MaxBagSize)
+	}
+	return nil
+}
+
+func (h *hookRelation) WriteApp(settings map[string]string) error {
+	c := h.c
+	if ok, _ := c.IsLeader(); !ok {
+		return hooktools.ErrCannotWriteSettings
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w := c.appWrites[h.r.ID]
+	if w == nil {
+		w = map[string]string{}
+		c.appWrites[h.r.ID] = w
+	}
+	maps.Copy(w, settings)
+	if size(overlay(h.bag(c.app), w)) > raftstore.MaxBagSize {
+		return fmt.Errorf("application relation data in %s would exceed %d bytes", h.r.Key(), raftstore.MaxBagSize)
+	}
+	return nil
+}
+
+func size(m map[string]string) int {
+	n := 0
+	for k, v := range m {
+		n += len(k) + len(v)
+	}
+	return n
+}

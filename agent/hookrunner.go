@@ -1,0 +1,97 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/bagkeeper/bagkeeper/agent/toolpb"
+)
+
+// HookRunnerConfig configures a hook runner in another container of the
+// pod (`bagkeeper hook-runner`): it runs the hooks the agent sends it, with
+// the charm and the hook tools of its own container.
+type HookRunnerConfig struct {
+	// Socket is the agent's socket, as this container sees it.
+	Socket string
+	// CharmDir is the charm, as this container sees it.
+	CharmDir string
+	// ToolsDir receives the tool symlinks, pointing at ToolBinary.
+	ToolsDir   string
+	ToolBinary string
+	Name       string
+	Logger     *slog.Logger
+}
+
+// RunHookRunner runs hooks for the agent until ctx ends, reconnecting when
+// the agent goes away.
+func RunHookRunner(ctx context.Context, cfg HookRunnerConfig) error {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.ToolsDir != "" && cfg.ToolBinary != "" {
+		if err := InstallTools(cfg.ToolsDir, cfg.ToolBinary); err != nil {
+			return err
+		}
+	}
+	abs, err := filepath.Abs(cfg.Socket)
+	if err != nil {
+		return err
+	}
+	conn, err := grpc.NewClient("unix://"+abs, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("agent socket %s: %w", cfg.Socket, err)
+	}
+	defer conn.Close()
+	client := toolpb.NewHookRunnerClient(conn)
+	runner := LocalRunner{ToolsDir: cfg.ToolsDir, Logger: cfg.Logger}
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := runHooks(ctx, client, runner, cfg)
+		if ctx.Err() != nil {
+			break
+		}
+		cfg.Logger.Warn("connection to the agent lost; reconnecting", "err", err, "in", backoff.String())
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+	return nil
+}
+
+func runHooks(ctx context.Context, client toolpb.HookRunnerClient, runner LocalRunner, cfg HookRunnerConfig) error {
+	stream, err := client.Hooks(ctx, &toolpb.RunnerHello{Name: cfg.Name}, grpc.WaitForReady(true))
+	if err != nil {
+		return err
+	}
+	cfg.Logger.Info("connected to the agent", "socket", cfg.Socket)
+	for {
+		h, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		env := h.GetEnv()
+		// Paths as this container sees them.
+		env["JUJU_CHARM_DIR"], env["CHARM_DIR"] = cfg.CharmDir, cfg.CharmDir
+		env["JUJU_AGENT_SOCKET_ADDRESS"] = cfg.Socket
+		res := runner.Run(ctx, HookRun{ContextID: h.GetContextId(), Hook: h.GetHook(), Dir: cfg.CharmDir, Env: env})
+		out := &toolpb.HookResult{ContextId: h.GetContextId(), ExitCode: int32(res.ExitCode)}
+		if res.Err != nil {
+			out.Error = res.Err.Error()
+		}
+		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err = client.Done(dctx, out)
+		cancel()
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("reporting hook %s: %w", h.GetHook(), err)
+		}
+	}
+}

@@ -1,0 +1,403 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/bagkeeper/bagkeeper/raftstore"
+)
+
+// Cursor is what a unit has been told: which events were delivered. It is
+// kept in the replicated state (the store does not interpret it) and is
+// advanced in the same raft command as the writes of the hook that
+// delivered the event, so a hook and its effects commit together or not at
+// all — and a pod that comes back, on any disk, resumes exactly where the
+// unit was.
+type Cursor struct {
+	Installed bool `json:"installed,omitempty"`
+	Started   bool `json:"started,omitempty"`
+	// Pod identifies the pod instance the unit last ran in; a different one
+	// means the pod was replaced and the churn sequence runs.
+	Pod string `json:"pod,omitempty"`
+	// Churn is the next step of the pod-churn sequence ("" when none).
+	Churn string `json:"churn,omitempty"`
+	// LeaderEpoch is the lease epoch of the last leader-elected.
+	LeaderEpoch uint64 `json:"leader_epoch,omitempty"`
+	// LeaderSeen: leader-elected or leader-settings-changed ran once.
+	LeaderSeen        bool   `json:"leader_seen,omitempty"`
+	LeaderSettingsRev uint64 `json:"leader_settings_rev,omitempty"`
+	ConfigHash        string `json:"config,omitempty"`
+	// UpdateStatus is when update-status last ran (unix nanoseconds).
+	UpdateStatus int64                     `json:"update_status,omitempty"`
+	Relations    map[int64]*RelationCursor `json:"relations,omitempty"`
+}
+
+// RelationCursor is what a unit was told of one relation.
+type RelationCursor struct {
+	Endpoint string `json:"endpoint"`
+	Peer     bool   `json:"peer,omitempty"`
+	Created  bool   `json:"created,omitempty"`
+	// Units maps the remote units the unit saw join to the revision of
+	// their bag it last saw.
+	Units map[string]uint64 `json:"units,omitempty"`
+	// AppRev is the revision of the remote (or, for a peer relation, the
+	// shared) application bag last seen.
+	AppRev uint64 `json:"app_rev,omitempty"`
+	// ChangedPending is the unit that joined and whose relation-changed
+	// is due next.
+	ChangedPending string `json:"changed_pending,omitempty"`
+}
+
+// DecodeCursor reads a stored cursor; nil or empty is the zero cursor.
+func DecodeCursor(b []byte) (Cursor, error) {
+	var c Cursor
+	if len(b) == 0 {
+		return c, nil
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		return c, fmt.Errorf("event cursor is damaged: %w", err)
+	}
+	return c, nil
+}
+
+// Encode returns the stored form (JSON with sorted keys: deterministic).
+func (c Cursor) Encode() []byte {
+	b, _ := json.Marshal(c)
+	return b
+}
+
+func (c Cursor) clone() Cursor {
+	n := c
+	n.Relations = make(map[int64]*RelationCursor, len(c.Relations))
+	for id, r := range c.Relations {
+		rc := *r
+		rc.Units = make(map[string]uint64, len(r.Units))
+		for u, v := range r.Units {
+			rc.Units[u] = v
+		}
+		n.Relations[id] = &rc
+	}
+	return n
+}
+
+// View is what the resolver decides from: the replicated state and the
+// few local facts that are not in it.
+type View struct {
+	State *raftstore.State
+	// Unit is this unit.
+	Unit string
+	// Pod identifies this pod instance (the pod's UID where known).
+	Pod string
+	// ConfigHash identifies the charm config the unit should see.
+	ConfigHash string
+	Now        time.Time
+	// UpdateStatusEvery is the update-status interval (0 = never).
+	UpdateStatusEvery time.Duration
+}
+
+// Hook is the next event to deliver.
+type Hook struct {
+	// Name is the hook name ("install", "relation-changed", ...).
+	Name string
+	// Relation is the relation of a relation hook (nil otherwise).
+	Relation      *raftstore.Relation
+	RemoteUnit    string
+	RemoteApp     string
+	DepartingUnit string
+	// Next is the cursor once the hook has succeeded.
+	Next Cursor
+}
+
+// Hook names.
+const (
+	HookInstall               = "install"
+	HookStart                 = "start"
+	HookStop                  = "stop"
+	HookConfigChanged         = "config-changed"
+	HookUpgradeCharm          = "upgrade-charm"
+	HookUpdateStatus          = "update-status"
+	HookLeaderElected         = "leader-elected"
+	HookLeaderSettingsChanged = "leader-settings-changed"
+	HookRelationCreated       = "relation-created"
+	HookRelationJoined        = "relation-joined"
+	HookRelationChanged       = "relation-changed"
+	HookRelationDeparted      = "relation-departed"
+	HookRelationBroken        = "relation-broken"
+)
+
+// Next decides the next hook for a unit, as Juju's uniter would, from the
+// state and the unit's cursor. It is a pure function: no clocks, no I/O.
+//
+// The order: install; for each peer relation relation-created; then
+// leader-elected (leader) or leader-settings-changed (others);
+// config-changed; start. After that, when the pod was replaced, the churn
+// sequence Juju gives sidecar charms when their pod is recreated
+// (upgrade-charm, config-changed, leader-settings-changed for non-leaders,
+// start) and nothing else of what the unit already knew; then relation
+// events, relation by relation in id order (created, the changed due after
+// a join, departed, the remote application's changed, joined, changed);
+// relations that are gone (departed for each unit, then broken, never for
+// peer relations); leader-elected or leader-settings-changed;
+// config-changed; and update-status when due.
+func Next(v View, cur Cursor) (Hook, bool) {
+	c := cur.clone()
+	st := v.State
+	lease := st.Lease()
+	leader := lease.HeldBy(v.Unit, v.Now)
+	_, settingsRev := st.LeaderSettings()
+	if leader {
+		// A leader is never told of its own leader-settings writes.
+		c.LeaderSettingsRev = settingsRev
+	}
+	rels := st.Relations()
+
+	if !c.Installed {
+		n := c
+		n.Installed, n.Pod = true, v.Pod
+		return Hook{Name: HookInstall, Next: n}, true
+	}
+	if !c.Started {
+		for _, r := range rels {
+			if rc := c.Relations[r.ID]; r.Peer && (rc == nil || !rc.Created) {
+				return relationHook(c, r, HookRelationCreated, "", "", func(rc *RelationCursor) { rc.Created = true })
+			}
+		}
+		if h, ok := leadershipHook(c, v, leader, lease, settingsRev, true); ok {
+			return h, true
+		}
+		if c.ConfigHash != v.ConfigHash {
+			n := c
+			n.ConfigHash = v.ConfigHash
+			return Hook{Name: HookConfigChanged, Next: n}, true
+		}
+		n := c
+		n.Started, n.Pod, n.UpdateStatus = true, v.Pod, v.Now.UnixNano()
+		return Hook{Name: HookStart, Next: n}, true
+	}
+
+	if c.Pod != v.Pod && c.Churn == "" {
+		n := c
+		n.Pod, n.Churn = v.Pod, HookConfigChanged
+		return Hook{Name: HookUpgradeCharm, Next: n}, true
+	}
+	switch c.Churn {
+	case HookConfigChanged:
+		n := c
+		n.ConfigHash, n.Churn = v.ConfigHash, HookLeaderSettingsChanged
+		return Hook{Name: HookConfigChanged, Next: n}, true
+	case HookLeaderSettingsChanged:
+		n := c
+		n.Churn = HookStart
+		if !leader {
+			n.LeaderSettingsRev, n.LeaderSeen = settingsRev, true
+			if lease.Unit != "" {
+				n.LeaderEpoch = lease.Epoch
+			}
+			return Hook{Name: HookLeaderSettingsChanged, Next: n}, true
+		}
+		c = n
+		fallthrough
+	case HookStart:
+		n := c
+		n.Churn = ""
+		return Hook{Name: HookStart, Next: n}, true
+	}
+
+	present := map[int64]bool{}
+	for _, r := range rels {
+		present[r.ID] = true
+		if h, ok := relationEvents(c, v, r, leader); ok {
+			return h, true
+		}
+	}
+	var gone []int64
+	for id := range c.Relations {
+		if !present[id] {
+			gone = append(gone, id)
+		}
+	}
+	slices.Sort(gone)
+	for _, id := range gone {
+		rc := c.Relations[id]
+		r := &raftstore.Relation{ID: id, Endpoint: rc.Endpoint, Peer: rc.Peer}
+		if units := sortedUnits(rc.Units); len(units) > 0 {
+			u := units[0]
+			return relationHook(c, r, HookRelationDeparted, u, appOf(u), func(rc *RelationCursor) { delete(rc.Units, u) }, u)
+		}
+		n := c.clone()
+		delete(n.Relations, id)
+		if rc.Peer || !rc.Created {
+			c = n // peer relations are never broken; nothing was created
+			continue
+		}
+		return Hook{Name: HookRelationBroken, Relation: r, Next: n}, true
+	}
+
+	if h, ok := leadershipHook(c, v, leader, lease, settingsRev, false); ok {
+		return h, true
+	}
+	if c.ConfigHash != v.ConfigHash {
+		n := c
+		n.ConfigHash = v.ConfigHash
+		return Hook{Name: HookConfigChanged, Next: n}, true
+	}
+	if v.UpdateStatusEvery > 0 && v.Now.Sub(time.Unix(0, c.UpdateStatus)) >= v.UpdateStatusEvery {
+		n := c
+		n.UpdateStatus = v.Now.UnixNano()
+		return Hook{Name: HookUpdateStatus, Next: n}, true
+	}
+	return Hook{}, false
+}
+
+// leadershipHook returns leader-elected for a leader not yet told of its
+// lease, or leader-settings-changed for a non-leader: once during the
+// install phase, then whenever the settings change or a new leader is
+// chosen (as Juju tells every follower).
+func leadershipHook(c Cursor, v View, leader bool, lease raftstore.Lease, settingsRev uint64, installPhase bool) (Hook, bool) {
+	switch {
+	case leader && (c.LeaderEpoch != lease.Epoch || !c.LeaderSeen):
+		n := c
+		n.LeaderEpoch, n.LeaderSeen = lease.Epoch, true
+		return Hook{Name: HookLeaderElected, Next: n}, true
+	case !leader && installPhase && !c.LeaderSeen,
+		!leader && !installPhase && (c.LeaderSettingsRev != settingsRev || (lease.Unit != "" && c.LeaderEpoch != lease.Epoch)):
+		n := c
+		n.LeaderSeen, n.LeaderSettingsRev = true, settingsRev
+		if lease.Unit != "" {
+			n.LeaderEpoch = lease.Epoch
+		}
+		return Hook{Name: HookLeaderSettingsChanged, Next: n}, true
+	}
+	return Hook{}, false
+}
+
+// relationEvents returns the next event of one live relation.
+func relationEvents(c Cursor, v View, r *raftstore.Relation, leader bool) (Hook, bool) {
+	rc := c.Relations[r.ID]
+	if rc == nil || !rc.Created {
+		return relationHook(c, r, HookRelationCreated, "", "", func(rc *RelationCursor) { rc.Created = true })
+	}
+	if u := rc.ChangedPending; u != "" {
+		return relationHook(c, r, HookRelationChanged, u, appOf(u), func(rc *RelationCursor) { rc.ChangedPending = "" })
+	}
+	members := Members(v.State, r, v.Unit)
+	for _, u := range sortedUnits(rc.Units) {
+		if _, ok := members[u]; !ok {
+			return relationHook(c, r, HookRelationDeparted, u, appOf(u), func(rc *RelationCursor) { delete(rc.Units, u) }, u)
+		}
+	}
+	appOwner := r.RemoteApp
+	if r.Peer {
+		appOwner = v.State.App()
+	}
+	var appRev uint64
+	if b, ok := v.State.Bag(r.ID, appOwner); ok {
+		appRev = b.Revision
+	}
+	if appRev != rc.AppRev {
+		if r.Peer && leader {
+			// The leader is not told of the peer application bag it writes.
+			c = c.clone()
+			c.Relations[r.ID].AppRev = appRev
+			rc = c.Relations[r.ID]
+		} else {
+			return relationHook(c, r, HookRelationChanged, "", appOwner, func(rc *RelationCursor) { rc.AppRev = appRev })
+		}
+	}
+	names := make([]string, 0, len(members))
+	for u := range members {
+		names = append(names, u)
+	}
+	sortUnitNames(names)
+	for _, u := range names {
+		if _, ok := rc.Units[u]; !ok {
+			rev := members[u]
+			return relationHook(c, r, HookRelationJoined, u, appOf(u), func(rc *RelationCursor) {
+				rc.Units[u] = rev
+				rc.ChangedPending = u
+			})
+		}
+	}
+	for _, u := range names {
+		if rev := members[u]; rev != rc.Units[u] {
+			return relationHook(c, r, HookRelationChanged, u, appOf(u), func(rc *RelationCursor) { rc.Units[u] = rev })
+		}
+	}
+	return Hook{}, false
+}
+
+// relationHook builds a relation hook whose Next cursor is c changed by
+// update.
+func relationHook(c Cursor, r *raftstore.Relation, name, remoteUnit, remoteApp string, update func(*RelationCursor), departing ...string) (Hook, bool) {
+	n := c.clone()
+	rc := n.Relations[r.ID]
+	if rc == nil {
+		rc = &RelationCursor{Endpoint: r.Endpoint, Peer: r.Peer, Units: map[string]uint64{}}
+		n.Relations[r.ID] = rc
+	}
+	update(rc)
+	if remoteApp == "" {
+		remoteApp = r.RemoteApp
+	}
+	h := Hook{Name: name, Relation: r, RemoteUnit: remoteUnit, RemoteApp: remoteApp, Next: n}
+	if len(departing) > 0 {
+		h.DepartingUnit = departing[0]
+	}
+	return h, true
+}
+
+// Members returns the remote units of a relation with the revision of
+// their bag: for a peer relation every unit of the application but unit
+// and the removed ones; for another relation the remote application's
+// units that have a bag in it.
+func Members(st *raftstore.State, r *raftstore.Relation, unit string) map[string]uint64 {
+	out := map[string]uint64{}
+	if r.Peer {
+		for _, u := range st.Units() {
+			if u.State == raftstore.UnitRemoved || u.Name == unit {
+				continue
+			}
+			var rev uint64
+			if b, ok := st.Bag(r.ID, u.Name); ok {
+				rev = b.Revision
+			}
+			out[u.Name] = rev
+		}
+		return out
+	}
+	for _, b := range st.Bags(r.ID) {
+		if app, _, ok := raftstore.ParseUnitName(b.Owner); ok && app == r.RemoteApp {
+			out[b.Owner] = b.Revision
+		}
+	}
+	return out
+}
+
+func appOf(unit string) string {
+	app, _, _ := raftstore.ParseUnitName(unit)
+	return app
+}
+
+func sortedUnits(m map[string]uint64) []string {
+	out := make([]string, 0, len(m))
+	for u := range m {
+		out = append(out, u)
+	}
+	sortUnitNames(out)
+	return out
+}
+
+// sortUnitNames orders unit names by application, then number.
+func sortUnitNames(names []string) {
+	sort.Slice(names, func(i, j int) bool {
+		ai, ni, _ := raftstore.ParseUnitName(names[i])
+		aj, nj, _ := raftstore.ParseUnitName(names[j])
+		if ai != aj {
+			return ai < aj
+		}
+		return ni < nj
+	})
+}
