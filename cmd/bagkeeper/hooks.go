@@ -90,4 +90,3 @@ func cmdInstallTools(e *env, args []string) error {
 	fmt.Fprintf(e.stdout, "%d hook tools linked in %s\n", len(hooktools.Names()), rest[0])
 	return nil
 }
-
