@@ -37,7 +37,8 @@ func (a *Agent) serve() (*server, error) {
 		}
 	}
 	s := &server{a: a, ln: &credListener{Listener: a.cfg.Listener, allowed: a.cfg.AllowedUIDs, a: a}}
-	s.grpc = grpc.NewServer()
+	// A tool call carries up to a whole bag (16 MiB) on stdin or stdout.
+	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(32<<20), grpc.MaxSendMsgSize(32<<20))
 	toolpb.RegisterHookToolsServer(s.grpc, &toolServer{a: a})
 	if rr, ok := a.cfg.Runner.(*RemoteRunner); ok {
 		toolpb.RegisterHookRunnerServer(s.grpc, &runnerServer{r: rr})

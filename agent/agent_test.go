@@ -1,0 +1,470 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/bagkeeper/bagkeeper/agent/toolpb"
+	"github.com/bagkeeper/bagkeeper/raftstore"
+	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
+	"github.com/bagkeeper/bagkeeper/sidecar/unixsock"
+)
+
+// hookTool is the jujuc binary the tests' hooks call, built once.
+var hookTool string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "agent-test")
+	if err != nil {
+		panic(err)
+	}
+	hookTool = filepath.Join(dir, "jujuc")
+	out, err := exec.Command("go", "build", "-o", hookTool, "../cmd/jujuc").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "building jujuc: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := 0
+	func() {
+		defer os.RemoveAll(dir)
+		goleak.VerifyTestMain(m,
+			goleak.IgnoreTopFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
+			goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		)
+	}()
+	os.Exit(code)
+}
+
+// memStore is a Store that applies commands to a state machine directly,
+// as a one-member cluster would, with a clock the test controls.
+type memStore struct {
+	t      *testing.T
+	mu     sync.Mutex
+	fsm    *raftstore.FSM
+	index  uint64
+	now    time.Time
+	leader bool
+}
+
+func newMemStore(t *testing.T) *memStore {
+	s := &memStore{t: t, fsm: raftstore.NewFSM(nil), now: time.Now(), leader: true}
+	s.must(raftstore.InitClusterOp("app", "c"))
+	return s
+}
+
+func (s *memStore) State() *raftstore.State  { return s.fsm.State() }
+func (s *memStore) Changed() <-chan struct{} { return s.fsm.Changed() }
+func (s *memStore) IsLeader() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.leader
+}
+
+func (s *memStore) Apply(ctx context.Context, cmd *storepb.Command) (*storepb.Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.index++
+	cmd.Version = raftstore.CommandVersion
+	cmd.TimeUnixNano = s.now.UnixNano()
+	b, _ := proto.Marshal(cmd)
+	res := s.fsm.Apply(&raft.Log{Type: raft.LogCommand, Index: s.index, Data: b}).(*storepb.Result)
+	if res.GetErrorCode() != storepb.ErrorCode_OK {
+		return res, &raftstore.CommandError{Code: res.GetErrorCode(), Msg: res.GetErrorMessage()}
+	}
+	return res, nil
+}
+
+func (s *memStore) must(ops ...*storepb.Op) *storepb.Result {
+	s.t.Helper()
+	res, err := s.Apply(context.Background(), raftstore.NewCommand(ops...))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return res
+}
+
+func (s *memStore) clock() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.now
+}
+
+func (s *memStore) advance(d time.Duration) {
+	s.mu.Lock()
+	s.now = s.now.Add(d)
+	s.mu.Unlock()
+}
+
+// charm writes a charm whose dispatch runs script (bash) for every hook,
+// after appending the hook's name to hooks.log in the charm directory.
+func charm(t *testing.T, script string) string {
+	t.Helper()
+	dir := t.TempDir()
+	files := map[string]string{
+		"metadata.yaml": "name: app\npeers:\n  cluster:\n    interface: app-peers\n",
+		"config.yaml":   "options:\n  colour:\n    type: string\n    default: blue\n",
+		"dispatch":      "#!/bin/bash\necho \"$JUJU_HOOK_NAME ${JUJU_REMOTE_UNIT:-}\" >> \"$JUJU_CHARM_DIR/hooks.log\"\n" + script + "\nexit 0\n",
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+type testAgent struct {
+	*Agent
+	store  *memStore
+	dir    string
+	socket string
+	cancel context.CancelFunc
+	done   chan error
+}
+
+type agentOpt func(*Config)
+
+// startAgent runs an agent for unit app/0 of store against the charm in dir.
+func startAgent(t *testing.T, store *memStore, dir string, opts ...agentOpt) *testAgent {
+	t.Helper()
+	sockDir, err := os.MkdirTemp("", "ag")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	socket := filepath.Join(sockDir, "agent.sock")
+	ln, err := unixsock.Listen(socket, 0o660)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := LoadCharm(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toolsDir := filepath.Join(sockDir, "tools")
+	cfg := Config{
+		Store: store, Unit: func() string { return "app/0" }, Member: "app-0/x", Pod: "pod-1",
+		Charm: ch, Listener: ln, Socket: socket, ToolsDir: toolsDir, ToolBinary: hookTool,
+		Runner:     LocalRunner{ToolsDir: toolsDir, Logger: slog.New(slog.DiscardHandler)},
+		Address:    "10.1.2.3",
+		RetryDelay: 50 * time.Millisecond, MaxRetryDelay: 200 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: store.clock,
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ta := &testAgent{Agent: a, store: store, dir: dir, socket: socket, cancel: cancel, done: make(chan error, 1)}
+	go func() { ta.done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-ta.done
+		a.Close()
+		ln.Close()
+	})
+	return ta
+}
+
+func (a *testAgent) hooks() []string {
+	b, _ := os.ReadFile(filepath.Join(a.dir, "hooks.log"))
+	return strings.Split(strings.TrimSpace(string(b)), "\n")
+}
+
+func waitFor(t *testing.T, what string, cond func() error) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s: %v", what, err)
+		case <-tick.C:
+		}
+	}
+}
+
+// twoUnits makes app/0 (this agent's, the leader) and app/1.
+func twoUnits(s *memStore) int64 {
+	s.must(raftstore.ClaimUnitOp("app-0/x", "app-0", 0), raftstore.ClaimUnitOp("app-1/x", "app-1", 1))
+	s.must(raftstore.ClaimLeaseOp("app/0", "app-0/x", int64(time.Minute)))
+	return s.must(raftstore.EnsureRelationOp("cluster", "app-peers", true, "", "")).GetOps()[0].GetRelationId()
+}
+
+func bag(s *memStore, rel int64, owner string) map[string]string {
+	b, ok := s.State().Bag(rel, owner)
+	if !ok {
+		return nil
+	}
+	return b.Data
+}
+
+func TestHookWritesCommitWithTheCursorOnlyOnSuccess(t *testing.T) {
+	s := newMemStore(t)
+	rel := twoUnits(s)
+	dir := charm(t, `
+case "$JUJU_HOOK_NAME" in
+relation-joined)
+	relation-set "joined-by=$JUJU_UNIT_NAME"
+	relation-set --app "from-leader=yes"
+	state-set "seen=$JUJU_REMOTE_UNIT"
+	open-port 8080/tcp
+	[ -e "$JUJU_CHARM_DIR/fixed" ] || exit 3 ;;
+esac`)
+	a := startAgent(t, s, dir)
+	waitFor(t, "relation-joined to fail at least twice", func() error {
+		n := strings.Count(strings.Join(a.hooks(), "\n"), "relation-joined")
+		if n < 2 {
+			return fmt.Errorf("relation-joined ran %d times", n)
+		}
+		return nil
+	})
+	if b := bag(s, rel, "app/0"); b["joined-by"] != "" {
+		t.Fatalf("a failed hook's relation-set committed: %v", b)
+	}
+	if b := bag(s, rel, "app"); b != nil {
+		t.Fatalf("a failed hook's app write committed: %v", b)
+	}
+	if st := s.State().CharmState("app/0"); st["seen"] != "" {
+		t.Fatal("a failed hook's state-set committed")
+	}
+	if e := s.State().UnitExtra("app/0"); e.HookError != "relation-joined" || len(e.Ports) != 0 {
+		t.Fatalf("unit extras while failing: %+v", e)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "fixed"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the retried hook to commit", func() error {
+		if bag(s, rel, "app/0")["joined-by"] != "app/0" {
+			return errors.New("not committed")
+		}
+		return nil
+	})
+	st := s.State()
+	if bag(s, rel, "app")["from-leader"] != "yes" || st.CharmState("app/0")["seen"] != "app/1" {
+		t.Fatalf("commit incomplete: app %v state %v", bag(s, rel, "app"), st.CharmState("app/0"))
+	}
+	if e := st.UnitExtra("app/0"); e.HookError != "" || fmt.Sprint(e.Ports) != "[8080/tcp]" {
+		t.Fatalf("after success: %+v", e)
+	}
+	cur, _ := DecodeCursor(st.Cursor("app/0"))
+	if rc := cur.Relations[rel]; rc == nil || !hasKey(rc.Units, "app/1") {
+		t.Fatalf("cursor did not advance with the hook: %+v", cur.Relations[rel])
+	}
+	// The unit's address was seeded into its bag.
+	if bag(s, rel, "app/0")["private-address"] != "10.1.2.3" {
+		t.Fatalf("address not seeded: %v", bag(s, rel, "app/0"))
+	}
+}
+
+func hasKey(m map[string]uint64, k string) bool {
+	_, ok := m[k]
+	return ok
+}
+
+func TestKilledHookCommitsNothingAndRunsAgain(t *testing.T) {
+	s := newMemStore(t)
+	rel := twoUnits(s)
+	dir := charm(t, `
+if [ "$JUJU_HOOK_NAME" = relation-joined ]; then
+	relation-set "attempt=$(wc -l < "$JUJU_CHARM_DIR/hooks.log")"
+	if [ ! -e "$JUJU_CHARM_DIR/killed" ]; then
+		touch "$JUJU_CHARM_DIR/killed"
+		kill -9 $$
+	fi
+fi`)
+	startAgent(t, s, dir)
+	waitFor(t, "the hook to run again and commit", func() error {
+		if bag(s, rel, "app/0")["attempt"] == "" {
+			return errors.New("not committed")
+		}
+		return nil
+	})
+	if _, err := os.Stat(filepath.Join(dir, "killed")); err != nil {
+		t.Fatal("the hook was never killed")
+	}
+}
+
+func TestNonLeaderCannotWriteTheApplicationBag(t *testing.T) {
+	s := newMemStore(t)
+	s.must(raftstore.ClaimUnitOp("app-0/x", "app-0", 0), raftstore.ClaimUnitOp("app-1/x", "app-1", 1))
+	s.must(raftstore.ClaimLeaseOp("app/1", "app-1/x", int64(time.Minute)))
+	rel := s.must(raftstore.EnsureRelationOp("cluster", "app-peers", true, "", "")).GetOps()[0].GetRelationId()
+	dir := charm(t, `
+if [ "$JUJU_HOOK_NAME" = start ]; then
+	relation-set -r cluster:0 --app k=v 2> "$JUJU_CHARM_DIR/err"
+	echo $? > "$JUJU_CHARM_DIR/code"
+	is-leader > "$JUJU_CHARM_DIR/is-leader"
+fi`)
+	startAgent(t, s, dir)
+	waitFor(t, "start", func() error {
+		if _, err := os.Stat(filepath.Join(dir, "is-leader")); err != nil {
+			return err
+		}
+		return nil
+	})
+	read := func(name string) string {
+		b, _ := os.ReadFile(filepath.Join(dir, name))
+		return string(b)
+	}
+	if read("code") != "1\n" || read("err") != "ERROR cannot write relation settings\n" || read("is-leader") != "False\n" {
+		t.Fatalf("code %q stderr %q is-leader %q", read("code"), read("err"), read("is-leader"))
+	}
+	if bag(s, rel, "app") != nil {
+		t.Fatal("a non-leader wrote the application bag")
+	}
+}
+
+func TestDeposedLeaderCannotCommitTheApplicationBag(t *testing.T) {
+	s := newMemStore(t)
+	rel := twoUnits(s)
+	dir := charm(t, `
+if [ "$JUJU_HOOK_NAME" = relation-joined ]; then
+	relation-set --app "written-while=$(is-leader)"
+	touch "$JUJU_CHARM_DIR/wrote"
+	while [ ! -e "$JUJU_CHARM_DIR/go" ]; do sleep 0.01; done
+fi`)
+	a := startAgent(t, s, dir)
+	waitFor(t, "the hook to write as leader", func() error {
+		_, err := os.Stat(filepath.Join(dir, "wrote"))
+		return err
+	})
+	// Leadership moves while the hook runs: the lease runs out and app/1
+	// takes it.
+	s.advance(2 * time.Minute)
+	s.must(raftstore.ClaimLeaseOp("app/1", "app-1/x", int64(time.Minute)))
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the refused commit to be recorded", func() error {
+		if e := s.State().UnitExtra("app/0"); e.HookError != "relation-joined" || !strings.Contains(e.HookErrorMessage, "no longer the leader") {
+			return fmt.Errorf("hook error %+v", e)
+		}
+		return nil
+	})
+	if b := bag(s, rel, "app"); b != nil {
+		t.Fatalf("a deposed leader's application bag write committed: %v", b)
+	}
+	_ = a
+}
+
+func TestToolsRefuseAnotherContextAndTheSocketIsGroupOnly(t *testing.T) {
+	s := newMemStore(t)
+	twoUnits(s)
+	dir := charm(t, "")
+	a := startAgent(t, s, dir)
+	fi, err := os.Stat(a.socket)
+	if err != nil || fi.Mode().Perm() != 0o660 {
+		t.Fatalf("socket mode %v %v", fi.Mode().Perm(), err)
+	}
+	conn, err := grpc.NewClient("unix://"+a.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_, err = toolpb.NewHookToolsClient(conn).Run(context.Background(), &toolpb.RunRequest{ContextId: "app/0-install-forged", Dir: "/", Command: "is-leader"})
+	if err == nil || !strings.Contains(err.Error(), "bad request: bad context: app/0-install-forged") {
+		t.Fatalf("forged context: %v", err)
+	}
+	_, err = toolpb.NewHookToolsClient(conn).Run(context.Background(), &toolpb.RunRequest{ContextId: "x", Dir: "relative", Command: "is-leader"})
+	if err == nil || !strings.Contains(err.Error(), "Dir is not absolute") {
+		t.Fatalf("relative dir: %v", err)
+	}
+}
+
+func TestConfigFileChangeFiresConfigChanged(t *testing.T) {
+	s := newMemStore(t)
+	twoUnits(s)
+	dir := charm(t, `[ "$JUJU_HOOK_NAME" = config-changed ] && config-get colour >> "$JUJU_CHARM_DIR/colours"`)
+	cfgFile := filepath.Join(t.TempDir(), "config.yaml")
+	changed := make(chan struct{}, 1)
+	startAgent(t, s, dir, func(c *Config) { c.ConfigFile, c.ConfigChanged = cfgFile, changed })
+	colours := func() string {
+		b, _ := os.ReadFile(filepath.Join(dir, "colours"))
+		return string(b)
+	}
+	waitFor(t, "the first config-changed", func() error {
+		if colours() != "blue\n" {
+			return fmt.Errorf("colours %q", colours())
+		}
+		return nil
+	})
+	if err := os.WriteFile(cfgFile, []byte("colour: green\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	changed <- struct{}{}
+	waitFor(t, "config-changed with the new value", func() error {
+		if colours() != "blue\ngreen\n" {
+			return fmt.Errorf("colours %q", colours())
+		}
+		return nil
+	})
+	// A broken file keeps the config the unit has.
+	if err := os.WriteFile(cfgFile, []byte("colour: [not, a, string\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	changed <- struct{}{}
+	if err := os.WriteFile(cfgFile, []byte("nosuchoption: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	changed <- struct{}{}
+	if err := os.WriteFile(cfgFile, []byte("colour: red\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	changed <- struct{}{}
+	waitFor(t, "config-changed after the file was fixed", func() error {
+		if colours() != "blue\ngreen\nred\n" {
+			return fmt.Errorf("colours %q", colours())
+		}
+		return nil
+	})
+}
+
+func TestRemoteHookRunnerRunsHooksInItsOwnContainer(t *testing.T) {
+	s := newMemStore(t)
+	rel := twoUnits(s)
+	dir := charm(t, `[ "$JUJU_HOOK_NAME" = relation-joined ] && relation-set "runner=remote"`)
+	remote := NewRemoteRunner()
+	a := startAgent(t, s, dir, func(c *Config) { c.Runner = remote })
+	// The runner sees the charm at another path, as another container would.
+	other := t.TempDir()
+	if err := os.Symlink(dir, filepath.Join(other, "charm")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- RunHookRunner(ctx, HookRunnerConfig{Socket: a.socket, CharmDir: filepath.Join(other, "charm"), ToolsDir: filepath.Join(other, "tools"), ToolBinary: hookTool, Name: "charm", Logger: slog.New(slog.DiscardHandler)})
+	}()
+	defer func() { cancel(); <-done }()
+	waitFor(t, "a hook run by the remote runner to commit", func() error {
+		if bag(s, rel, "app/0")["runner"] != "remote" {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+}
