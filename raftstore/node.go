@@ -59,7 +59,7 @@ type Config struct {
 	JoinInterval time.Duration
 
 	// Raft timing (defaults: heartbeat 500ms, election 500ms, leader lease
-	// 250ms, commit 50ms).
+	// 250ms, commit 200ms).
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
@@ -134,7 +134,7 @@ func (c *Config) setDefaults() error {
 	def(&c.HeartbeatTimeout, 500*time.Millisecond)
 	def(&c.ElectionTimeout, 500*time.Millisecond)
 	def(&c.LeaderLeaseTimeout, 250*time.Millisecond)
-	def(&c.CommitTimeout, 50*time.Millisecond)
+	def(&c.CommitTimeout, 200*time.Millisecond)
 	def(&c.SnapshotInterval, 30*time.Second)
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = 4096

@@ -96,6 +96,9 @@ type bagkeeperTarget struct {
 	// State of the extra measurements (see bagkeeper_extra.go).
 	fill  bkFill
 	wipes int
+	// extraArgs are added to every member's command line (the hook
+	// measurement runs the unit agent with a charm).
+	extraArgs func(m *bkMember) []string
 }
 
 // bkMember is one sidecar of the bagkeeper cluster. Its slot (index, pod
@@ -183,6 +186,13 @@ func buildBagkeeper(dir string) (string, error) {
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ./cmd/bagkeeper in %s: %w\n%s", root, err, out)
+	}
+	// The hook tools' binary, for the hook measurement.
+	jc := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(dir, "jujuc"), "./cmd/jujuc")
+	jc.Dir = root
+	jc.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := jc.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/jujuc in %s: %w\n%s", root, err, out)
 	}
 	return bin, nil
 }
@@ -367,6 +377,9 @@ func (b *bagkeeperTarget) startMember(m *bkMember) error {
 		"--bootstrap-expect=" + strconv.Itoa(bkMemberCount),
 		"--insecure",
 		"--log-format=text",
+	}
+	if b.extraArgs != nil {
+		args = append(args, b.extraArgs(m)...)
 	}
 	p, err := startProcess("bagkeeper "+m.pod, m.logPath, []string{"BAGKEEPER_"}, nil, b.bin, args...)
 	if err != nil {

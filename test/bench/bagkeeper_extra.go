@@ -103,6 +103,11 @@ func (b *bagkeeperTarget) MeasureExtra(ctx context.Context, env *Env) ([]Row, er
 			return rows, err
 		}
 	}
+	if *bagkeeperHookRuns > 0 {
+		if err := add(b.measureHooks(ctx, env)); err != nil {
+			return rows, err
+		}
+	}
 	sizes := slices.Clone([]int(bagkeeperWipeMiB))
 	slices.Sort(sizes)
 	for _, mib := range sizes {

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/bagkeeper/bagkeeper/sidecar/adminpb"
+)
+
+var bagkeeperHookRuns = flag.Int("bagkeeper-hook-runs", 30, "config changes for the hook measurement (each runs config-changed on every unit); 0 skips it")
+
+// hookCharm is the charm of the hook measurement: config-changed reads
+// bags 100 times with relation-get and writes 20 keys with relation-set,
+// the shape of a busy relation hook.
+var hookCharm = map[string]string{
+	"metadata.yaml": "name: bench\npeers:\n  cluster:\n    interface: bench-peers\n",
+	"config.yaml":   "options:\n  n:\n    type: int\n    default: 0\n",
+	"dispatch": `#!/bin/bash
+set -e
+[ "$JUJU_HOOK_NAME" = config-changed ] || exit 0
+n=$(config-get n)
+rel=$(relation-ids cluster)
+for i in $(seq 1 100); do
+	relation-get -r "$rel" - "bench/$((i % 3))" > /dev/null
+done
+for i in $(seq 1 20); do
+	relation-set -r "$rel" "k$i=$n"
+done
+`,
+}
+
+var hookCommitted = regexp.MustCompile(`msg="hook committed".* hook=config-changed .*run_ms=([0-9.]+) commit_ms=([0-9.]+)`)
+
+// measureHooks runs a separate cluster whose sidecars run the unit agent
+// with hookCharm, changes the charm config again and again, and reports
+// the hook's run time (its 120 tool calls, each an exec of jujuc and a
+// round trip to the agent) and the time to commit its writes (one raft
+// command with the 20 keys and the event cursor).
+func (b *bagkeeperTarget) measureHooks(ctx context.Context, env *Env) ([]Row, error) {
+	dir := filepath.Join(env.Dir, "hooks")
+	charmDir := filepath.Join(dir, "charm")
+	if err := os.MkdirAll(charmDir, 0o755); err != nil {
+		return nil, err
+	}
+	for name, content := range hookCharm {
+		if err := os.WriteFile(filepath.Join(charmDir, name), []byte(content), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	cfgFile := filepath.Join(dir, "config.yaml")
+	writeConfig := func(n int) error {
+		tmp := cfgFile + ".tmp"
+		if err := os.WriteFile(tmp, []byte(fmt.Sprintf("n: %d\n", n)), 0o644); err != nil {
+			return err
+		}
+		return os.Rename(tmp, cfgFile)
+	}
+	if err := writeConfig(0); err != nil {
+		return nil, err
+	}
+	jujuc := filepath.Join(filepath.Dir(b.bin), "jujuc")
+	if _, err := os.Stat(jujuc); err != nil {
+		return nil, fmt.Errorf("hook measurement needs jujuc next to the bagkeeper binary: %w", err)
+	}
+	h := &bagkeeperTarget{
+		bin: b.bin, version: b.version, defaults: b.defaults, via: b.via,
+		attemptTimeout: b.attemptTimeout, startTimeout: b.startTimeout, lastHost: b.lastHost + 20, http: b.http,
+		extraArgs: func(m *bkMember) []string {
+			return []string{"--charm-dir=" + charmDir, "--charm-config=" + cfgFile, "--hook-tool=" + jujuc, "--update-status-interval=1h"}
+		},
+	}
+	env.Progressf("hooks: starting a cluster that runs the unit agent")
+	sctx, cancel := context.WithTimeout(ctx, b.startTimeout)
+	err := h.Start(sctx, dir)
+	cancel()
+	defer h.stopCluster()
+	if err != nil {
+		return nil, err
+	}
+	// Each config change runs config-changed on all three units; wait
+	// until each has committed the new value before the next.
+	for n := 1; n <= *bagkeeperHookRuns; n++ {
+		if err := writeConfig(n); err != nil {
+			return nil, err
+		}
+		if err := h.waitHookValue(ctx, strconv.Itoa(n)); err != nil {
+			return nil, fmt.Errorf("config change %d: %w", n, err)
+		}
+		if n%10 == 0 {
+			env.Progressf("hooks: %d of %d config changes", n, *bagkeeperHookRuns)
+		}
+	}
+	var run, commit []time.Duration
+	for _, m := range h.members {
+		r, c, err := parseHookTimes(m.logPath)
+		if err != nil {
+			return nil, err
+		}
+		run, commit = append(run, r...), append(commit, c...)
+	}
+	if len(run) == 0 {
+		return nil, errors.New("no config-changed hook was logged")
+	}
+	// The first config-changed of each unit ran in its install phase.
+	name := b.Name()
+	calls := fmt.Sprintf("%d hooks on 3 units", len(run))
+	return []Row{
+		{What: "hook with 100 relation-get and 20 relation-set calls, run time", Target: name, P50: fmtDuration(percentile(run, 50)), P99: fmtDuration(percentile(run, 99)), Note: calls + "; each call an exec of jujuc and a round trip to the agent"},
+		{What: "hook commit (20 keys and the event cursor in one raft command)", Target: name, P50: fmtDuration(percentile(commit, 50)), P99: fmtDuration(percentile(commit, 99)), Note: calls + "; 2 of 3 units commit through the leader (forwarded)"},
+	}, nil
+}
+
+// waitHookValue waits until every unit's bag holds the config value.
+func (h *bagkeeperTarget) waitHookValue(ctx context.Context, want string) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for {
+		done := 0
+		if resp, err := h.members[0].admin.GetBags(ctx, &adminpb.GetBagsRequest{RelationId: -1}); err == nil {
+			for _, bg := range resp.GetBags() {
+				if strings.HasPrefix(bg.GetOwner(), "bench/") && bg.GetData()["k20"] == want {
+					done++
+				}
+			}
+		}
+		if done == 3 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("only %d of 3 units committed value %s", done, want)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// parseHookTimes reads the config-changed run and commit times a
+// sidecar logged.
+func parseHookTimes(logPath string) (run, commit []time.Duration, err error) {
+	f, err := os.Open(logPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		m := hookCommitted.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		r, _ := strconv.ParseFloat(m[1], 64)
+		c, _ := strconv.ParseFloat(m[2], 64)
+		run = append(run, time.Duration(r*float64(time.Millisecond)))
+		commit = append(commit, time.Duration(c*float64(time.Millisecond)))
+	}
+	return run, commit, sc.Err()
+}
