@@ -225,6 +225,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	retry := a.cfg.RetryDelay
 	for ctx.Err() == nil {
 		changed := a.node.Changed()
+		if u, ok := a.node.State().Unit(a.unit()); ok && u.State == raftstore.UnitRemoved {
+			a.teardown(ctx)
+			<-ctx.Done()
+			return nil
+		}
 		a.ensureAddress(ctx)
 		st := a.node.State()
 		cur, err := DecodeCursor(st.Cursor(a.unit()))
@@ -406,6 +411,30 @@ func (a *Agent) configLoop(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// teardown runs the hooks of a unit that was removed while its pod runs:
+// stop, relation-broken for each relation it took part in (never for peer
+// relations), then remove. Nothing is committed: the unit is gone.
+func (a *Agent) teardown(ctx context.Context) {
+	st := a.node.State()
+	a.log.Warn("this unit was removed; running its last hooks", "unit", a.unit())
+	run := func(h Hook) {
+		hc := newHookContext(a, a.unit()+"-"+h.Name+"-"+randomID(), h, st)
+		a.running.Store(hc)
+		res := a.cfg.Runner.Run(ctx, HookRun{ContextID: hc.id, Hook: h.Name, Dir: a.cfg.Charm.Dir, Env: a.hookEnv(hc)})
+		a.running.Store(nil)
+		if res.Err != nil || res.ExitCode != 0 {
+			a.log.Warn("hook of a removed unit failed", "hook", h.Name, "exit_code", res.ExitCode, "err", res.Err)
+		}
+	}
+	run(Hook{Name: HookStop})
+	for _, r := range st.Relations() {
+		if !r.Peer {
+			run(Hook{Name: HookRelationBroken, Relation: r, RemoteApp: r.RemoteApp})
+		}
+	}
+	run(Hook{Name: "remove"})
 }
 
 // Stop runs the stop hook (the pod is going away) and gives up the

@@ -468,3 +468,27 @@ func TestRemoteHookRunnerRunsHooksInItsOwnContainer(t *testing.T) {
 		return nil
 	})
 }
+
+func TestRemovedUnitRunsStopAndRemoveAndCommitsNothing(t *testing.T) {
+	s := newMemStore(t)
+	twoUnits(s)
+	dir := charm(t, `[ "$JUJU_HOOK_NAME" = remove ] && state-set "gone=yes"`)
+	a := startAgent(t, s, dir)
+	waitFor(t, "start", func() error {
+		if !strings.Contains(strings.Join(a.hooks(), ","), "start") {
+			return errors.New("not started")
+		}
+		return nil
+	})
+	s.must(raftstore.ReleaseUnitOp("app/0", "", "scaled down"), raftstore.RemoveUnitOp("app/0", 0, "removed by an operator"))
+	waitFor(t, "stop and remove", func() error {
+		h := a.hooks()
+		if len(h) < 2 || strings.TrimSpace(h[len(h)-2]) != "stop" || strings.TrimSpace(h[len(h)-1]) != "remove" {
+			return fmt.Errorf("hooks %q", h)
+		}
+		return nil
+	})
+	if s.State().CharmState("app/0") != nil {
+		t.Fatal("a removed unit's hook committed")
+	}
+}
