@@ -81,3 +81,12 @@ func (b *addressBook) learn(id raft.ServerID, addr raft.ServerAddress) {
 	}
 	b.addrs[id] = addr
 }
+
+// addressOf returns where to reach member id now: what the book learned,
+// else fallback (its configured address).
+func (n *Node) addressOf(id raft.ServerID, fallback raft.ServerAddress) string {
+	if a, ok := n.book.lookup(id); ok {
+		return string(a)
+	}
+	return string(fallback)
+}

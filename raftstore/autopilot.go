@@ -314,11 +314,7 @@ func (n *Node) pollHealth(ctx context.Context, cfg raft.Configuration, timeout t
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			addr := s.Address
-			if b, ok := n.book.lookup(s.ID); ok {
-				addr = b
-			}
-			info, err := n.infoOf(ctx, string(addr), timeout)
+			info, err := n.infoOf(ctx, n.addressOf(s.ID, s.Address), timeout)
 			if err != nil || info.GetServerId() != string(s.ID) {
 				return
 			}

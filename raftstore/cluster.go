@@ -343,11 +343,7 @@ func (n *Node) ProbeMembers(ctx context.Context, timeout time.Duration) ([]Membe
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			addr := s.Address
-			if a, ok := n.book.lookup(s.ID); ok {
-				addr = a
-			}
-			out[i].Info, out[i].Err = n.infoOf(ctx, string(addr), timeout)
+			out[i].Info, out[i].Err = n.infoOf(ctx, n.addressOf(s.ID, s.Address), timeout)
 		}()
 	}
 	wg.Wait()

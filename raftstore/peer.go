@@ -253,11 +253,7 @@ func (n *Node) promoteReplacement(ctx context.Context, leaving raft.ServerID) (r
 		if s.Suffrage == raft.Voter || s.ID == leaving || PodOf(s.ID) == PodOf(leaving) {
 			continue
 		}
-		addr := s.Address
-		if a, ok := n.book.lookup(s.ID); ok {
-			addr = a
-		}
-		info, err := n.infoOf(ctx, string(addr), time.Second)
+		info, err := n.infoOf(ctx, n.addressOf(s.ID, s.Address), time.Second)
 		if err != nil || info.GetServerId() != string(s.ID) || info.GetAppliedIndex()+n.cfg.Autopilot.MaxLag < commit {
 			n.log.Debug("not a replacement", "candidate", string(s.ID), "err", err, "applied", info.GetAppliedIndex(), "commit", commit)
 			continue
@@ -357,10 +353,7 @@ func (n *Node) leaderClient() (peerpb.PeerClient, error) {
 	if addr == "" {
 		return nil, errNoLeader
 	}
-	if a, ok := n.book.lookup(id); ok {
-		addr = a
-	}
-	return n.peers.get(string(addr))
+	return n.peers.get(n.addressOf(id, addr))
 }
 
 // leave asks the leader to remove this member.

@@ -62,18 +62,11 @@ func (n *Node) applyOnce(ctx context.Context, cmd *storepb.Command) (*storepb.Re
 	if n.IsLeader() {
 		return n.applyLocal(ctx, cmd)
 	}
-	id, addr := n.Leader()
-	if addr == "" {
-		return nil, errNoLeader
-	}
-	if a, ok := n.book.lookup(id); ok {
-		addr = a
-	}
-	b, err := proto.Marshal(cmd)
+	c, err := n.leaderClient()
 	if err != nil {
 		return nil, err
 	}
-	c, err := n.peers.get(string(addr))
+	b, err := proto.Marshal(cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +76,7 @@ func (n *Node) applyOnce(ctx context.Context, cmd *storepb.Command) (*storepb.Re
 	}
 	var res storepb.Result
 	if err := proto.Unmarshal(resp.GetResult(), &res); err != nil {
-		return nil, fmt.Errorf("leader %s sent an undecodable result: %w", id, err)
+		return nil, fmt.Errorf("the leader sent an undecodable result: %w", err)
 	}
 	return &res, nil
 }
