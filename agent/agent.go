@@ -246,7 +246,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				break
 			}
-			a.log.Error("hook failed; retrying", "hook", h.Name, "err", err, "retry_in", retry.String())
+			a.log.Error("hook failed; retrying", "hook", h.FullName(), "err", err, "retry_in", retry.String())
 			a.setHookError(h, err)
 			select {
 			case <-ctx.Done():
@@ -339,21 +339,21 @@ func (a *Agent) ensureAddress(ctx context.Context) {
 
 // runHook runs one hook and commits its writes with the cursor advance.
 func (a *Agent) runHook(ctx context.Context, h Hook, st *raftstore.State) error {
-	id := a.unit() + "-" + h.Name + "-" + randomID()
+	id := a.unit() + "-" + h.FullName() + "-" + randomID()
 	hc := newHookContext(a, id, h, st)
 	a.running.Store(hc)
 	defer a.running.Store(nil)
 	env := a.hookEnv(hc)
 	start := a.now()
-	a.log.Info("running hook", "hook", h.Name, "relation", relKey(h), "remote_unit", h.RemoteUnit)
-	res := a.cfg.Runner.Run(ctx, HookRun{ContextID: id, Hook: h.Name, Dir: a.cfg.Charm.Dir, Env: env})
+	a.log.Info("running hook", "hook", h.FullName(), "relation", relKey(h), "remote_unit", h.RemoteUnit)
+	res := a.cfg.Runner.Run(ctx, HookRun{ContextID: id, Hook: h.FullName(), Dir: a.cfg.Charm.Dir, Env: env})
 	a.running.Store(nil)
 	ran := a.now()
 	if res.Err != nil {
-		return fmt.Errorf("hook %s: %w", h.Name, res.Err)
+		return fmt.Errorf("hook %s: %w", h.FullName(), res.Err)
 	}
 	if res.ExitCode != 0 {
-		return fmt.Errorf("hook %s exited with status %d", h.Name, res.ExitCode)
+		return fmt.Errorf("hook %s exited with status %d", h.FullName(), res.ExitCode)
 	}
 	ops := hc.ops()
 	ops = append(ops, raftstore.SetCursorOp(a.unit(), h.Next.Encode()))
@@ -362,17 +362,17 @@ func (a *Agent) runHook(ctx context.Context, h Hook, st *raftstore.State) error 
 	}
 	if _, err := a.apply(ops...); err != nil {
 		if isNotLeader(err) {
-			return fmt.Errorf("hook %s: its application data was not committed: this unit is no longer the leader", h.Name)
+			return fmt.Errorf("hook %s: its application data was not committed: this unit is no longer the leader", h.FullName())
 		}
-		return fmt.Errorf("hook %s: committing its changes: %w", h.Name, err)
+		return fmt.Errorf("hook %s: committing its changes: %w", h.FullName(), err)
 	}
-	a.log.Info("hook committed", "hook", h.Name, "writes", len(ops)-1,
+	a.log.Info("hook committed", "hook", h.FullName(), "writes", len(ops)-1,
 		"run_ms", float64(ran.Sub(start).Microseconds())/1000, "commit_ms", float64(a.now().Sub(ran).Microseconds())/1000)
 	return nil
 }
 
 func (a *Agent) setHookError(h Hook, err error) {
-	if _, aerr := a.apply(raftstore.SetHookErrorOp(a.unit(), h.Name, err.Error())); aerr != nil {
+	if _, aerr := a.apply(raftstore.SetHookErrorOp(a.unit(), h.FullName(), err.Error())); aerr != nil {
 		a.log.Warn("recording the hook error", "err", aerr)
 	}
 }
@@ -420,12 +420,12 @@ func (a *Agent) teardown(ctx context.Context) {
 	st := a.node.State()
 	a.log.Warn("this unit was removed; running its last hooks", "unit", a.unit())
 	run := func(h Hook) {
-		hc := newHookContext(a, a.unit()+"-"+h.Name+"-"+randomID(), h, st)
+		hc := newHookContext(a, a.unit()+"-"+h.FullName()+"-"+randomID(), h, st)
 		a.running.Store(hc)
-		res := a.cfg.Runner.Run(ctx, HookRun{ContextID: hc.id, Hook: h.Name, Dir: a.cfg.Charm.Dir, Env: a.hookEnv(hc)})
+		res := a.cfg.Runner.Run(ctx, HookRun{ContextID: hc.id, Hook: h.FullName(), Dir: a.cfg.Charm.Dir, Env: a.hookEnv(hc)})
 		a.running.Store(nil)
 		if res.Err != nil || res.ExitCode != 0 {
-			a.log.Warn("hook of a removed unit failed", "hook", h.Name, "exit_code", res.ExitCode, "err", res.Err)
+			a.log.Warn("hook of a removed unit failed", "hook", h.FullName(), "exit_code", res.ExitCode, "err", res.Err)
 		}
 	}
 	run(Hook{Name: HookStop})

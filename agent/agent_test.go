@@ -228,7 +228,7 @@ func TestHookWritesCommitWithTheCursorOnlyOnSuccess(t *testing.T) {
 	rel := twoUnits(s)
 	dir := charm(t, `
 case "$JUJU_HOOK_NAME" in
-relation-joined)
+cluster-relation-joined)
 	relation-set "joined-by=$JUJU_UNIT_NAME"
 	relation-set --app "from-leader=yes"
 	state-set "seen=$JUJU_REMOTE_UNIT"
@@ -237,7 +237,7 @@ relation-joined)
 esac`)
 	a := startAgent(t, s, dir)
 	waitFor(t, "relation-joined to fail at least twice", func() error {
-		n := strings.Count(strings.Join(a.hooks(), "\n"), "relation-joined")
+		n := strings.Count(strings.Join(a.hooks(), "\n"), "cluster-relation-joined")
 		if n < 2 {
 			return fmt.Errorf("relation-joined ran %d times", n)
 		}
@@ -252,7 +252,7 @@ esac`)
 	if st := s.State().CharmState("app/0"); st["seen"] != "" {
 		t.Fatal("a failed hook's state-set committed")
 	}
-	if e := s.State().UnitExtra("app/0"); e.HookError != "relation-joined" || len(e.Ports) != 0 {
+	if e := s.State().UnitExtra("app/0"); e.HookError != "cluster-relation-joined" || len(e.Ports) != 0 {
 		t.Fatalf("unit extras while failing: %+v", e)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "fixed"), nil, 0o644); err != nil {
@@ -290,7 +290,7 @@ func TestKilledHookCommitsNothingAndRunsAgain(t *testing.T) {
 	s := newMemStore(t)
 	rel := twoUnits(s)
 	dir := charm(t, `
-if [ "$JUJU_HOOK_NAME" = relation-joined ]; then
+if [ "$JUJU_HOOK_NAME" = cluster-relation-joined ]; then
 	relation-set "attempt=$(wc -l < "$JUJU_CHARM_DIR/hooks.log")"
 	if [ ! -e "$JUJU_CHARM_DIR/killed" ]; then
 		touch "$JUJU_CHARM_DIR/killed"
@@ -343,7 +343,7 @@ func TestDeposedLeaderCannotCommitTheApplicationBag(t *testing.T) {
 	s := newMemStore(t)
 	rel := twoUnits(s)
 	dir := charm(t, `
-if [ "$JUJU_HOOK_NAME" = relation-joined ]; then
+if [ "$JUJU_HOOK_NAME" = cluster-relation-joined ]; then
 	relation-set --app "written-while=$(is-leader)"
 	touch "$JUJU_CHARM_DIR/wrote"
 	while [ ! -e "$JUJU_CHARM_DIR/go" ]; do sleep 0.01; done
@@ -361,7 +361,7 @@ fi`)
 		t.Fatal(err)
 	}
 	waitFor(t, "the refused commit to be recorded", func() error {
-		if e := s.State().UnitExtra("app/0"); e.HookError != "relation-joined" || !strings.Contains(e.HookErrorMessage, "no longer the leader") {
+		if e := s.State().UnitExtra("app/0"); e.HookError != "cluster-relation-joined" || !strings.Contains(e.HookErrorMessage, "no longer the leader") {
 			return fmt.Errorf("hook error %+v", e)
 		}
 		return nil
@@ -447,7 +447,7 @@ func TestConfigFileChangeFiresConfigChanged(t *testing.T) {
 func TestRemoteHookRunnerRunsHooksInItsOwnContainer(t *testing.T) {
 	s := newMemStore(t)
 	rel := twoUnits(s)
-	dir := charm(t, `[ "$JUJU_HOOK_NAME" = relation-joined ] && relation-set "runner=remote"`)
+	dir := charm(t, `[ "$JUJU_HOOK_NAME" = cluster-relation-joined ] && relation-set "runner=remote"`)
 	remote := NewRemoteRunner()
 	a := startAgent(t, s, dir, func(c *Config) { c.Runner = remote })
 	// The runner sees the charm at another path, as another container would.

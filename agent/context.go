@@ -51,7 +51,7 @@ var (
 func newHookContext(a *Agent, id string, h Hook, st *raftstore.State) *hookContext {
 	return &hookContext{
 		id: id, hook: h, unit: a.unit(), app: st.App(), st: st, a: a,
-		log:        a.log.With("unit", a.unit(), "hook", h.Name),
+		log:        a.log.With("unit", a.unit(), "hook", h.FullName()),
 		unitWrites: map[int64]map[string]string{},
 		appWrites:  map[int64]map[string]string{},
 		stateSet:   map[string]string{},
@@ -171,7 +171,7 @@ func (c *hookContext) Log(level, message string) {
 	case "ERROR", "CRITICAL":
 		lv = slog.LevelError
 	}
-	c.a.log.Log(context.Background(), lv, message, "logger", "unit."+c.unit+".juju-log", "hook", c.hook.Name)
+	c.a.log.Log(context.Background(), lv, message, "logger", "unit."+c.unit+".juju-log", "hook", c.hook.FullName())
 }
 
 func (c *hookContext) UnitStatus() (hooktools.Status, error) {

@@ -100,7 +100,8 @@ type View struct {
 
 // Hook is the next event to deliver.
 type Hook struct {
-	// Name is the hook name ("install", "relation-changed", ...).
+	// Name is the kind of hook ("install", "relation-changed", ...); see
+	// FullName for the name the charm sees.
 	Name string
 	// Relation is the relation of a relation hook (nil otherwise).
 	Relation      *raftstore.Relation
@@ -111,7 +112,16 @@ type Hook struct {
 	Next Cursor
 }
 
-// Hook names.
+// FullName is the hook's name as Juju gives it to the charm: relation hooks
+// are named after their endpoint ("db-relation-changed").
+func (h Hook) FullName() string {
+	if h.Relation != nil && h.Relation.Endpoint != "" {
+		return h.Relation.Endpoint + "-" + h.Name
+	}
+	return h.Name
+}
+
+// Hook kinds.
 const (
 	HookInstall               = "install"
 	HookStart                 = "start"
