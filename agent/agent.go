@@ -35,6 +35,9 @@ type Config struct {
 	Store Store
 	// Unit returns the unit this pod holds ("" while it holds none).
 	Unit func() string
+	// Ready reports whether the member has caught up with the cluster;
+	// no hook runs before it has (nil: always).
+	Ready func() (bool, string)
 	// Member is this pod's raft member id (it holds the lease).
 	Member string
 	// Pod identifies this pod instance (a new value = a replaced pod).
@@ -195,9 +198,14 @@ func (a *Agent) knownBinding(name string) bool {
 	return a.cfg.Charm.Endpoints[name]
 }
 
-// apply commits ops through raft.
+// apply commits ops through raft, waiting up to 30 seconds.
 func (a *Agent) apply(ops ...*storepb.Op) (*storepb.Result, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	return a.applyCtx(context.Background(), ops...)
+}
+
+// applyCtx commits ops through raft within ctx and at most 30 seconds.
+func (a *Agent) applyCtx(ctx context.Context, ops ...*storepb.Op) (*storepb.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	return a.node.Apply(ctx, raftstore.NewCommand(ops...))
 }
@@ -216,6 +224,18 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	if err := a.waitForUnit(ctx); err != nil {
 		return nil
+	}
+	// A member restarted on its old disk holds its unit in the state it
+	// restored; hooks wait until that state has caught up.
+	for a.cfg.Ready != nil && ctx.Err() == nil {
+		if ok, _ := a.cfg.Ready(); ok {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-a.node.Changed():
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	a.log = a.log.With("unit", a.unit())
 	a.ensurePeerRelations(ctx)
@@ -242,7 +262,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.wait(ctx, changed, cur)
 			continue
 		}
-		if err := a.runHook(ctx, h, st); err != nil {
+		if err := a.runHook(ctx, context.Background(), h, st); err != nil {
 			if ctx.Err() != nil {
 				break
 			}
@@ -315,7 +335,7 @@ func (a *Agent) ensureAddress(ctx context.Context) {
 	}
 	st := a.node.State()
 	unit := a.unit()
-	want := map[string]string{"private-address": a.cfg.Address, "ingress-address": a.cfg.Address, "egress-subnets": a.cfg.Address + "/32"}
+	want := map[string]string{"private-address": a.cfg.Address, "ingress-address": a.cfg.Address, "egress-subnets": hostCIDR(a.cfg.Address)}
 	var ops []*storepb.Op
 	for _, r := range st.Relations() {
 		b, _ := st.Bag(r.ID, unit)
@@ -337,8 +357,10 @@ func (a *Agent) ensureAddress(ctx context.Context) {
 	}
 }
 
-// runHook runs one hook and commits its writes with the cursor advance.
-func (a *Agent) runHook(ctx context.Context, h Hook, st *raftstore.State) error {
+// runHook runs one hook and commits its writes with the cursor advance
+// within commitCtx (a hook that ran to the end commits even while the
+// agent is being stopped).
+func (a *Agent) runHook(ctx, commitCtx context.Context, h Hook, st *raftstore.State) error {
 	id := a.unit() + "-" + h.FullName() + "-" + randomID()
 	hc := newHookContext(a, id, h, st)
 	a.running.Store(hc)
@@ -356,11 +378,13 @@ func (a *Agent) runHook(ctx context.Context, h Hook, st *raftstore.State) error 
 		return fmt.Errorf("hook %s exited with status %d", h.FullName(), res.ExitCode)
 	}
 	ops := hc.ops()
-	ops = append(ops, raftstore.SetCursorOp(a.unit(), h.Next.Encode()))
+	// The cursor moves only from where the hook was decided: a hook decided
+	// on a stale state (another agent of this unit got ahead) never commits.
+	ops = append(ops, raftstore.AdvanceCursorOp(a.unit(), st.Cursor(a.unit()), h.Next.Encode()))
 	if st.UnitExtra(a.unit()).HookError != "" {
 		ops = append(ops, raftstore.SetHookErrorOp(a.unit(), "", ""))
 	}
-	if _, err := a.apply(ops...); err != nil {
+	if _, err := a.applyCtx(commitCtx, ops...); err != nil {
 		if isNotLeader(err) {
 			return fmt.Errorf("hook %s: its application data was not committed: this unit is no longer the leader", h.FullName())
 		}
@@ -449,9 +473,9 @@ func (a *Agent) Stop(ctx context.Context) {
 	st := a.node.State()
 	cur, err := DecodeCursor(st.Cursor(unit))
 	if err == nil && cur.Started {
-		if err := a.runHook(ctx, Hook{Name: HookStop, Next: cur}, st); err != nil {
+		if err := a.runHook(ctx, ctx, Hook{Name: HookStop, Next: cur}, st); err != nil {
 			a.log.Warn("stop hook failed", "err", err)
 		}
 	}
-	a.ReleaseLease()
+	a.ReleaseLease(ctx)
 }

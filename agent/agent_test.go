@@ -413,9 +413,18 @@ func TestConfigFileChangeFiresConfigChanged(t *testing.T) {
 		}
 		return nil
 	})
-	if err := os.WriteFile(cfgFile, []byte("colour: green\n"), 0o644); err != nil {
-		t.Fatal(err)
+	// Written as Kubernetes updates a mounted ConfigMap: atomically.
+	write := func(content string) {
+		t.Helper()
+		tmp := cfgFile + ".tmp"
+		if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, cfgFile); err != nil {
+			t.Fatal(err)
+		}
 	}
+	write("colour: green\n")
 	changed <- struct{}{}
 	waitFor(t, "config-changed with the new value", func() error {
 		if colours() != "blue\ngreen\n" {
@@ -424,17 +433,11 @@ func TestConfigFileChangeFiresConfigChanged(t *testing.T) {
 		return nil
 	})
 	// A broken file keeps the config the unit has.
-	if err := os.WriteFile(cfgFile, []byte("colour: [not, a, string\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	write("colour: [not, a, string\n")
 	changed <- struct{}{}
-	if err := os.WriteFile(cfgFile, []byte("nosuchoption: 1\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	write("nosuchoption: 1\n")
 	changed <- struct{}{}
-	if err := os.WriteFile(cfgFile, []byte("colour: red\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	write("colour: red\n")
 	changed <- struct{}{}
 	waitFor(t, "config-changed after the file was fixed", func() error {
 		if colours() != "blue\ngreen\nred\n" {

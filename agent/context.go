@@ -34,13 +34,17 @@ type hookContext struct {
 	a    *Agent
 	log  *slog.Logger
 
-	mu         sync.Mutex
-	unitWrites map[int64]map[string]string // "" deletes
-	appWrites  map[int64]map[string]string
-	stateSet   map[string]string
-	stateDel   map[string]bool
-	portsOpen  []raftstore.Port
-	portsClose []raftstore.Port
+	// config is the charm config as it was when the hook started.
+	config map[string]any
+
+	mu           sync.Mutex
+	leaderWrites map[string]string           // this hook's leader-set writes ("" deletes)
+	unitWrites   map[int64]map[string]string // "" deletes
+	appWrites    map[int64]map[string]string
+	stateSet     map[string]string
+	stateDel     map[string]bool
+	portsOpen    []raftstore.Port
+	portsClose   []raftstore.Port
 }
 
 var (
@@ -50,12 +54,13 @@ var (
 
 func newHookContext(a *Agent, id string, h Hook, st *raftstore.State) *hookContext {
 	return &hookContext{
-		id: id, hook: h, unit: a.unit(), app: st.App(), st: st, a: a,
-		log:        a.log.With("unit", a.unit(), "hook", h.FullName()),
-		unitWrites: map[int64]map[string]string{},
-		appWrites:  map[int64]map[string]string{},
-		stateSet:   map[string]string{},
-		stateDel:   map[string]bool{},
+		id: id, hook: h, unit: a.unit(), app: st.App(), st: st, a: a, config: a.config(),
+		leaderWrites: map[string]string{},
+		log:          a.log.With("unit", a.unit(), "hook", h.FullName()),
+		unitWrites:   map[int64]map[string]string{},
+		appWrites:    map[int64]map[string]string{},
+		stateSet:     map[string]string{},
+		stateDel:     map[string]bool{},
 	}
 }
 
@@ -103,9 +108,16 @@ func (c *hookContext) IsLeader() (bool, error) {
 	return l.Unit == c.unit && l.Expires.Sub(c.a.now()) >= LeaseGuarantee, nil
 }
 
+// LeaderSettings reads the snapshot, plus this hook's own leader-set writes.
 func (c *hookContext) LeaderSettings() (map[string]string, error) {
-	s, _ := c.a.node.State().LeaderSettings()
-	return maps.Clone(s), nil
+	s, _ := c.st.LeaderSettings()
+	out := maps.Clone(s)
+	if out == nil {
+		out = map[string]string{}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return overlay(out, c.leaderWrites), nil
 }
 
 func (c *hookContext) WriteLeaderSettings(settings map[string]string) error {
@@ -117,10 +129,15 @@ func (c *hookContext) WriteLeaderSettings(settings map[string]string) error {
 	if isNotLeader(err) {
 		return hooktools.ErrNotLeader
 	}
+	if err == nil {
+		c.mu.Lock()
+		maps.Copy(c.leaderWrites, settings)
+		c.mu.Unlock()
+	}
 	return err
 }
 
-func (c *hookContext) Config() map[string]any { return c.a.config() }
+func (c *hookContext) Config() map[string]any { return maps.Clone(c.config) }
 
 func (c *hookContext) CharmState() map[string]string {
 	c.mu.Lock()
@@ -148,6 +165,18 @@ func (c *hookContext) SetCharmState(key, value string) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	next := maps.Clone(c.st.CharmState(c.unit))
+	if next == nil {
+		next = map[string]string{}
+	}
+	for k := range c.stateDel {
+		delete(next, k)
+	}
+	maps.Copy(next, c.stateSet)
+	next[key] = value
+	if n := size(next); n > raftstore.MaxCharmStateSize {
+		return fmt.Errorf("charm state of %s would be %d bytes, over the %d byte limit", c.unit, n, raftstore.MaxCharmStateSize)
+	}
 	delete(c.stateDel, key)
 	c.stateSet[key] = value
 	return nil
@@ -255,10 +284,7 @@ func (c *hookContext) NetworkInfo(binding string, relationID int) (hooktools.Net
 		return hooktools.NetworkInfo{}, hooktools.ErrNoNetworkConfig
 	}
 	addr := c.a.cfg.Address
-	cidr := addr + "/32"
-	if ip := net.ParseIP(addr); ip != nil && ip.To4() == nil {
-		cidr = addr + "/128"
-	}
+	cidr := hostCIDR(addr)
 	return hooktools.NetworkInfo{
 		Interfaces:       []hooktools.NetworkInterface{{InterfaceName: "eth0", Addresses: []hooktools.InterfaceAddress{{Address: addr, CIDR: cidr}}}},
 		IngressAddresses: []string{addr},
@@ -315,6 +341,14 @@ func (c *hookContext) OpenedPorts() map[string][]hooktools.PortRange {
 		out[p.Endpoint] = append(out[p.Endpoint], toolPort(p))
 	}
 	return out
+}
+
+// hostCIDR is the one-address subnet of addr (/32, or /128 for IPv6).
+func hostCIDR(addr string) string {
+	if ip := net.ParseIP(addr); ip != nil && ip.To4() == nil {
+		return addr + "/128"
+	}
+	return addr + "/32"
 }
 
 // PrivateAddress and PublicAddress answer unit-get: in a pod both are the
@@ -490,16 +524,26 @@ func (h *hookRelation) WriteUnit(settings map[string]string) error {
 	c := h.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	w := c.unitWrites[h.r.ID]
+	w, err := mergeChecked(c.unitWrites[h.r.ID], settings, h.bag(c.unit), "relation data of "+c.unit+" in "+h.r.Key())
+	if err != nil {
+		return err
+	}
+	c.unitWrites[h.r.ID] = w
+	return nil
+}
+
+// mergeChecked returns the buffered writes with settings added, unless
+// the bag would then exceed its size limit (then nothing is buffered).
+func mergeChecked(buffered, settings, committed map[string]string, what string) (map[string]string, error) {
+	w := maps.Clone(buffered)
 	if w == nil {
 		w = map[string]string{}
-		c.unitWrites[h.r.ID] = w
 	}
 	maps.Copy(w, settings)
-	if size(overlay(h.bag(c.unit), w)) > raftstore.MaxBagSize {
-		return fmt.Errorf("relation data of %s in %s would exceed %d bytes", c.unit, h.r.Key(), raftstore.MaxBagSize)
+	if n := size(overlay(committed, w)); n > raftstore.MaxBagSize {
+		return nil, fmt.Errorf("%s would be %d bytes, over the %d byte limit", what, n, raftstore.MaxBagSize)
 	}
-	return nil
+	return w, nil
 }
 
 func (h *hookRelation) WriteApp(settings map[string]string) error {
@@ -509,15 +553,11 @@ func (h *hookRelation) WriteApp(settings map[string]string) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	w := c.appWrites[h.r.ID]
-	if w == nil {
-		w = map[string]string{}
-		c.appWrites[h.r.ID] = w
+	w, err := mergeChecked(c.appWrites[h.r.ID], settings, h.bag(c.app), "application relation data in "+h.r.Key())
+	if err != nil {
+		return err
 	}
-	maps.Copy(w, settings)
-	if size(overlay(h.bag(c.app), w)) > raftstore.MaxBagSize {
-		return fmt.Errorf("application relation data in %s would exceed %d bytes", h.r.Key(), raftstore.MaxBagSize)
-	}
+	c.appWrites[h.r.ID] = w
 	return nil
 }
 

@@ -57,9 +57,9 @@ func (a *Agent) tendLease() bool {
 
 // ReleaseLease gives the lease up (a leader stopping gracefully), so the
 // next leader need not wait for it to run out.
-func (a *Agent) ReleaseLease() {
+func (a *Agent) ReleaseLease(ctx context.Context) {
 	if unit := a.unit(); unit != "" && a.node.State().Lease().Unit == unit {
-		if _, err := a.apply(raftstore.ReleaseLeaseOp(unit)); err != nil {
+		if _, err := a.applyCtx(ctx, raftstore.ReleaseLeaseOp(unit)); err != nil {
 			a.log.Warn("releasing the leadership lease", "err", err)
 		}
 	}

@@ -1,6 +1,7 @@
 package raftstore
 
 import (
+	"bytes"
 	"encoding/json"
 	"maps"
 	"sort"
@@ -416,10 +417,10 @@ func (t *txn) claimNumber(o *storepb.ClaimUnit, n int64) (*storepb.OpResult, *Co
 	app := t.readMeta().app
 	name := UnitName(app, n)
 	old, exists := t.getUnit(n)
-	if exists && old.State == UnitActive && old.Member == o.GetMemberId() && old.Pod == o.GetPod() {
+	if exists && old.State == UnitActive && old.Member == o.GetMemberId() && old.Pod == o.GetPod() && old.ByOrdinal == (o.GetOrdinal() >= 0) {
 		return &storepb.OpResult{Unit: name}, nil
 	}
-	u := &Unit{Name: name, Number: n, State: UnitActive, Member: o.GetMemberId(), Pod: o.GetPod(), Created: t.now, Claimed: t.now}
+	u := &Unit{Name: name, Number: n, State: UnitActive, Member: o.GetMemberId(), Pod: o.GetPod(), Created: t.now, Claimed: t.now, ByOrdinal: o.GetOrdinal() >= 0}
 	if exists && old.State != UnitRemoved {
 		u.Created = old.Created
 	} else if exists {
@@ -597,6 +598,12 @@ func (t *txn) checkLease(o *storepb.CheckLease) (*storepb.OpResult, *CommandErro
 func (t *txn) setCursor(o *storepb.SetCursor) (*storepb.OpResult, *CommandError) {
 	if _, err := t.liveUnit(o.GetUnit()); err != nil {
 		return nil, err
+	}
+	if o.GetCheckPrevious() {
+		cur, _ := t.cursorTxn().Get([]byte(o.GetUnit()))
+		if !bytes.Equal(cur, o.GetPrevious()) {
+			return nil, opErr(storepb.ErrorCode_CONFLICT, "the event cursor of %s moved on since the hook was decided", o.GetUnit())
+		}
 	}
 	if len(o.GetCursor()) > MaxCursorSize {
 		return nil, opErr(storepb.ErrorCode_TOO_LARGE, "cursor of %d bytes is over the %d byte limit", len(o.GetCursor()), MaxCursorSize)

@@ -677,3 +677,27 @@ func TestStatusesVersionsPortsAndHookErrors(t *testing.T) {
 		t.Fatal("a removed unit kept its status or extras")
 	}
 }
+
+func TestCursorCompareAndSet(t *testing.T) {
+	m := newMachine(t, "app")
+	u := m.claim("m1", "p1", -1)
+	m.must(AdvanceCursorOp(u, nil, []byte("c1")))
+	if err := m.do(AdvanceCursorOp(u, nil, []byte("c2"))); !errors.Is(err, ErrConflict) {
+		t.Fatalf("advance from a stale cursor: %v", err)
+	}
+	m.must(AdvanceCursorOp(u, []byte("c1"), []byte("c2")))
+	if string(m.s.Cursor(u)) != "c2" {
+		t.Fatalf("cursor %q", m.s.Cursor(u))
+	}
+}
+
+func TestUnitsRememberWhetherTheyWereClaimedByOrdinal(t *testing.T) {
+	m := newMachine(t, "app")
+	m.claim("m1", "web-0", 0)
+	m.claim("m2", "p2", -1)
+	a, _ := m.s.Unit("app/0")
+	b, _ := m.s.Unit("app/1")
+	if !a.ByOrdinal || b.ByOrdinal {
+		t.Fatalf("by ordinal: %v %v", a.ByOrdinal, b.ByOrdinal)
+	}
+}

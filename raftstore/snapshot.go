@@ -20,8 +20,8 @@ const SnapshotVersion = 1
 const maxSnapshotRecord = MaxBagSize + 1<<20
 
 // WriteSnapshot streams s to w as length-delimited SnapshotRecord messages:
-// a header, one record per relation, bag, unit, charm state, cursor and
-// remembered request, and an end record carrying the count, so a truncated
+// a header, one record per relation, bag, unit, charm state, cursor,
+// status, unit extras and remembered request, and an end record carrying the count, so a truncated
 // snapshot is detected on restore. Memory use is one record at a time.
 func WriteSnapshot(w io.Writer, s *State) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
@@ -224,7 +224,7 @@ func unitToPB(u *Unit) *storepb.UnitRecord {
 	return &storepb.UnitRecord{
 		Name: u.Name, Number: u.Number, State: storepb.UnitState(u.State), MemberId: u.Member, Pod: u.Pod,
 		CreatedUnixNano: unixNano(u.Created), ClaimedUnixNano: unixNano(u.Claimed),
-		ReleasedUnixNano: unixNano(u.Released), RemovedUnixNano: unixNano(u.Removed), Reason: u.Reason,
+		ReleasedUnixNano: unixNano(u.Released), RemovedUnixNano: unixNano(u.Removed), Reason: u.Reason, ByOrdinal: u.ByOrdinal,
 	}
 }
 
@@ -232,6 +232,6 @@ func unitFromPB(u *storepb.UnitRecord) *Unit {
 	return &Unit{
 		Name: u.GetName(), Number: u.GetNumber(), State: UnitState(u.GetState()), Member: u.GetMemberId(), Pod: u.GetPod(),
 		Created: fromUnixNano(u.GetCreatedUnixNano()), Claimed: fromUnixNano(u.GetClaimedUnixNano()),
-		Released: fromUnixNano(u.GetReleasedUnixNano()), Removed: fromUnixNano(u.GetRemovedUnixNano()), Reason: u.GetReason(),
+		Released: fromUnixNano(u.GetReleasedUnixNano()), Removed: fromUnixNano(u.GetRemovedUnixNano()), Reason: u.GetReason(), ByOrdinal: u.GetByOrdinal(),
 	}
 }

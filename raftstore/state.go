@@ -115,6 +115,9 @@ type Unit struct {
 	Removed  time.Time
 	// Reason says why the unit was last released or removed.
 	Reason string
+	// ByOrdinal: the unit was last claimed by its pod's ordinal, so only
+	// that pod can hold it.
+	ByOrdinal bool
 }
 
 // Lease is the application leadership lease.

@@ -70,7 +70,11 @@ func (a *adminServer) Status(ctx context.Context, _ *adminpb.StatusRequest) (*ad
 		case raftstore.UnitRemoved:
 			since = u.Removed
 		}
-		resp.Units = append(resp.Units, &adminpb.Unit{Name: u.Name, State: u.State.String(), Member: u.Member, Pod: u.Pod, SinceUnixNano: since.UnixNano(), Reason: u.Reason})
+		pu := &adminpb.Unit{Name: u.Name, State: u.State.String(), Member: u.Member, Pod: u.Pod, SinceUnixNano: since.UnixNano(), Reason: u.Reason, HookError: st.UnitExtra(u.Name).HookError}
+		if ws, ok := st.Status(u.Name); ok {
+			pu.WorkloadStatus, pu.WorkloadMessage = ws.Status, ws.Message
+		}
+		resp.Units = append(resp.Units, pu)
 	}
 	for _, rel := range st.Relations() {
 		resp.Relations = append(resp.Relations, &adminpb.Relation{Id: rel.ID, Key: rel.Key(), Interface: rel.Interface, Peer: rel.Peer, RemoteApp: rel.RemoteApp, RemoteEndpoint: rel.RemoteEndpoint, Bags: int32(len(st.Bags(rel.ID)))})

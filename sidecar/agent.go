@@ -77,11 +77,11 @@ func (s *Sidecar) startAgent() error {
 		runner = agent.NewRemoteRunner()
 	}
 	ua.a, err = agent.New(agent.Config{
-		Store: s.node, Unit: s.Unit, Member: string(s.node.ID()), Pod: pod,
+		Store: s.node, Unit: s.Unit, Ready: s.Ready, Member: string(s.node.ID()), Pod: pod,
 		Charm: charm, ConfigFile: as.ConfigFile, ConfigChanged: changed,
 		Listener: ua.ln, Socket: socket, ToolsDir: toolsDir, ToolBinary: toolBinary,
 		AllowedUIDs: as.AllowedUIDs, Runner: runner, Address: address,
-		ModelName: as.ModelName, ModelUUID: as.ModelUUID, AvailabilityZone: as.AvailabilityZone,
+		ModelName: as.ModelName, ModelUUID: as.ModelUUID, AvailabilityZone: as.AvailabilityZone, JujuVersion: as.JujuVersion,
 		UpdateStatusEvery: as.UpdateStatusEvery, RetryDelay: as.RetryDelay,
 		Logger: s.log, Now: s.cfg.Now,
 	})

@@ -182,8 +182,10 @@ type AgentSettings struct {
 	Address string
 
 	ModelName, ModelUUID, AvailabilityZone string
-	UpdateStatusEvery                      time.Duration
-	RetryDelay                             time.Duration
+	// JujuVersion is JUJU_VERSION in hooks (default 3.6.0).
+	JujuVersion       string
+	UpdateStatusEvery time.Duration
+	RetryDelay        time.Duration
 }
 
 // ordinal returns the ordinal this pod claims its unit by, or -1.
@@ -309,7 +311,9 @@ func (s *Sidecar) Serve(ctx context.Context) error {
 	}
 	cancel()
 	if s.agent != nil {
-		actx, acancel := context.WithTimeout(context.Background(), 60*time.Second)
+		// The stop hook and the lease release: bounded, so that a pod
+		// without a majority still stops within a common grace period.
+		actx, acancel := context.WithTimeout(context.Background(), 15*time.Second)
 		s.stopAgent(actx, fatal == nil)
 		acancel()
 	}

@@ -118,7 +118,7 @@ func (s *Sidecar) reapOnce(ctx context.Context) {
 			if u.Member == string(s.node.ID()) {
 				continue
 			}
-			if PodOrdinal(u.Pod, st.App()) == u.Number {
+			if u.ByOrdinal {
 				// Only pod <app>-N can ever hold app/N: releasing it would
 				// not let anyone else use it, only start the removal clock
 				// on a unit whose pod is merely away.

@@ -161,6 +161,7 @@ func statusJSON(st *adminpb.StatusResponse) map[string]any {
 		units = append(units, map[string]any{
 			"name": u.GetName(), "state": u.GetState(), "member": u.GetMember(), "pod": u.GetPod(),
 			"since": time.Unix(0, u.GetSinceUnixNano()).UTC().Format(time.RFC3339), "reason": u.GetReason(),
+			"workload_status": u.GetWorkloadStatus(), "workload_message": u.GetWorkloadMessage(), "hook_error": u.GetHookError(),
 		})
 	}
 	relations := []map[string]any{}
@@ -212,15 +213,22 @@ func printStatus(w io.Writer, st *adminpb.StatusResponse, now time.Time) {
 	fmt.Fprintln(w)
 
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "UNIT\tSTATE\tHOLDER\tSINCE\tREASON")
+	fmt.Fprintln(tw, "UNIT\tSTATE\tHOLDER\tSINCE\tWORKLOAD\tREASON")
 	units := st.GetUnits()
 	sort.SliceStable(units, func(i, j int) bool { return unitNumber(units[i].GetName()) < unitNumber(units[j].GetName()) })
 	for _, u := range units {
 		since := time.Unix(0, u.GetSinceUnixNano())
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s ago\t%s\n", u.GetName(), u.GetState(), u.GetMember(), roundDuration(now.Sub(since)), orDash(u.GetReason()))
+		workload := u.GetWorkloadStatus()
+		if m := u.GetWorkloadMessage(); m != "" {
+			workload += ": " + m
+		}
+		if h := u.GetHookError(); h != "" {
+			workload = "error: hook failed: " + h
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s ago\t%s\t%s\n", u.GetName(), u.GetState(), u.GetMember(), roundDuration(now.Sub(since)), orDash(workload), orDash(u.GetReason()))
 	}
 	if len(units) == 0 {
-		fmt.Fprintln(tw, "(none)\t\t\t\t")
+		fmt.Fprintln(tw, "(none)\t\t\t\t\t")
 	}
 	tw.Flush()
 	fmt.Fprintln(w)

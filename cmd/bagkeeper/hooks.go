@@ -35,7 +35,7 @@ func cmdHookRunner(e *env, args []string) error {
 	fs.StringVar(&toolsDir, "tools-dir", "", "`dir`ectory for the hook tool symlinks (default: a temporary directory)")
 	fs.StringVar(&hookTool, "hook-tool", defaultHookTool(), "`path` of the hook tool binary the symlinks point at")
 	fs.StringVar(&name, "name", "", "a `name` for this runner in the agent's logs (default: the host name)")
-	fs.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error (`level`)")
+	fs.StringVar(&logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	rest, err := parse(e, fs, args)
 	if err != nil {
 		return err

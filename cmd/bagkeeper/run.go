@@ -49,7 +49,7 @@ type runFlags struct {
 
 	charmDir, charmConfig, agentSocket, toolsDir, hookTool, hookRunner string
 	hookUIDs                                                           listFlag
-	podUID, podIP, modelName, modelUUID, zone                          string
+	podUID, podIP, modelName, modelUUID, zone, jujuVersion             string
 	updateStatus, hookRetry                                            time.Duration
 }
 
@@ -70,24 +70,24 @@ func newRunFlags(e *env) *runFlags {
 	fs.StringVar(&f.dnsName, "discovery-dns", "", "DNS `name` whose A/AAAA records are peers (a headless service); port from --advertise")
 	fs.StringVar(&f.dnsSRV, "discovery-srv", "", "DNS SRV `name` whose targets are peers, e.g. _raft._tcp.app-endpoints.ns.svc.cluster.local")
 	fs.StringVar(&f.dnsResolver, "dns-resolver", "", "`host:port` of the DNS server for discovery (default: the system's)")
-	fs.IntVar(&f.bootstrapExpect, "bootstrap-expect", 0, "number of empty members that bootstrap a new cluster together; 0 = only join (`n`)")
-	fs.IntVar(&f.voters, "voters", 3, "number of voters the leader keeps: odd, 1 to 7 (`n`)")
+	fs.IntVar(&f.bootstrapExpect, "bootstrap-expect", 0, "`number` of empty members that bootstrap a new cluster together; 0 = only join")
+	fs.IntVar(&f.voters, "voters", 3, "`number` of voters the leader keeps: odd, 1 to 7")
 	fs.StringVar(&f.joinToken, "join-token", "", "shared `secret` every member must know (prefer --join-token-file)")
 	fs.StringVar(&f.joinTokenFile, "join-token-file", "", "`file` holding the join token")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "PEM certificate `file` for mutual TLS on the peer port (reloaded on change)")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "PEM private key `file` for --tls-cert")
 	fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM CA `file` that signed every member's certificate")
 	fs.BoolVar(&f.insecure, "insecure", false, "allow a peer port without TLS and without a join token")
-	fs.StringVar(&f.unitMode, "unit-mode", "auto", "how the pod gets its unit: auto, ordinal (pod <app>-N is unit <app>/N) or claim (`mode`)")
+	fs.StringVar(&f.unitMode, "unit-mode", "auto", "how the pod gets its unit (`mode`): auto, ordinal (pod <app>-N is unit <app>/N) or claim")
 	fs.DurationVar(&f.unitReleaseAfter, "unit-release-after", 5*time.Minute, "the leader releases the unit of a member unreachable this long (units claimed without an ordinal only)")
 	fs.DurationVar(&f.unitRemoveAfter, "unit-remove-after", 10*time.Minute, "a released unit unclaimed this long is removed")
-	fs.StringVar(&f.leaveOnStop, "leave-on-stop", "auto", "whether to leave the raft group on graceful stop (`mode`: auto = when the pod has no ordinal, true or false)")
+	fs.StringVar(&f.leaveOnStop, "leave-on-stop", "auto", "whether to leave the raft group on graceful stop (`mode`): auto (when the pod has no ordinal), true or false")
 	fs.DurationVar(&f.heartbeat, "raft-heartbeat-timeout", 500*time.Millisecond, "how long a follower waits to hear from the leader before it stands for election")
 	fs.DurationVar(&f.election, "raft-election-timeout", 500*time.Millisecond, "how long a candidate waits for votes before it tries again")
 	fs.DurationVar(&f.leaderLease, "raft-leader-lease-timeout", 250*time.Millisecond, "how long a leader keeps leading without hearing from a quorum")
 	fs.DurationVar(&f.commit, "raft-commit-timeout", 200*time.Millisecond, "longest pause between the leader's messages to a follower while nothing is written")
-	fs.Uint64Var(&f.snapshotThreshold, "raft-snapshot-threshold", 4096, "log entries between snapshots")
-	fs.Uint64Var(&f.trailingLogs, "raft-trailing-logs", 4096, "log entries kept after a snapshot (a member further behind gets the snapshot)")
+	fs.Uint64Var(&f.snapshotThreshold, "raft-snapshot-threshold", 4096, "log `entries` between snapshots")
+	fs.Uint64Var(&f.trailingLogs, "raft-trailing-logs", 4096, "log `entries` kept after a snapshot (a member further behind gets the snapshot)")
 	fs.DurationVar(&f.snapshotInterval, "raft-snapshot-interval", 30*time.Second, "how often to check whether a snapshot is due")
 	fs.DurationVar(&f.autopilotInterval, "autopilot-interval", time.Second, "how often the leader checks members' health")
 	fs.DurationVar(&f.promoteAfter, "promote-after", 5*time.Second, "a caught-up non-voter must be healthy this long before promotion")
@@ -95,22 +95,23 @@ func newRunFlags(e *env) *runFlags {
 	fs.DurationVar(&f.deadVoterAfter, "dead-voter-after", 5*time.Minute, "a voter unhealthy this long is replaced by a healthy non-voter")
 	fs.DurationVar(&f.deadMemberAfter, "dead-member-after", 15*time.Minute, "a non-voter unhealthy this long is removed from the group")
 	fs.DurationVar(&f.joinInterval, "join-interval", time.Second, "pause between bootstrap and join attempts")
-	fs.StringVar(&f.charmDir, "charm-dir", "", "the charm (metadata.yaml, config.yaml, hooks); runs the unit agent (`dir`)")
+	fs.StringVar(&f.charmDir, "charm-dir", "", "the charm's `dir`ectory (metadata.yaml, config.yaml, hooks); runs the unit agent")
 	fs.StringVar(&f.charmConfig, "charm-config", "", "YAML `file` of charm config settings, watched: a change fires config-changed")
 	fs.StringVar(&f.agentSocket, "agent-socket", "", "Unix socket `path` of the hook tools (default <data-dir>/agent.sock)")
 	fs.StringVar(&f.toolsDir, "tools-dir", "", "`dir`ectory for the hook tool symlinks, put first on hooks' PATH (default <data-dir>/tools)")
 	fs.StringVar(&f.hookTool, "hook-tool", "", "`path` of the hook tool binary the symlinks point at (default: jujuc next to bagkeeper)")
-	fs.StringVar(&f.hookRunner, "hook-runner", "local", "where hooks run: local (in this process) or remote (`bagkeeper hook-runner` in another container) (`mode`)")
+	fs.StringVar(&f.hookRunner, "hook-runner", "local", "where hooks run (`mode`): local (in this process) or remote (bagkeeper hook-runner in another container)")
 	fs.Var(&f.hookUIDs, "hook-uids", "comma-separated user `ids` allowed on the hook tool socket besides this process's user and root")
-	fs.StringVar(&f.podUID, "pod-uid", "", "this pod's UID (downward API metadata.uid): a new one means the pod was replaced")
+	fs.StringVar(&f.podUID, "pod-uid", "", "this pod's `uid` (downward API metadata.uid): a new one means the pod was replaced")
 	fs.StringVar(&f.podIP, "pod-ip", "", "this pod's `address` as charms see it (default: the host of --advertise when it is an IP)")
 	fs.StringVar(&f.modelName, "model-name", "", "Juju model `name` (JUJU_MODEL_NAME)")
 	fs.StringVar(&f.modelUUID, "model-uuid", "", "Juju model `uuid` (JUJU_MODEL_UUID)")
-	fs.StringVar(&f.zone, "availability-zone", "", "JUJU_AVAILABILITY_ZONE of hooks (`zone`)")
+	fs.StringVar(&f.zone, "availability-zone", "", "the `zone` hooks see in JUJU_AVAILABILITY_ZONE")
+	fs.StringVar(&f.jujuVersion, "juju-version", "3.6.0", "the `version` hooks see in JUJU_VERSION (ops needs 3.1 or later for application data and dispatch)")
 	fs.DurationVar(&f.updateStatus, "update-status-interval", 5*time.Minute, "how often update-status runs")
 	fs.DurationVar(&f.hookRetry, "hook-retry-delay", 5*time.Second, "first pause before a failed hook is retried (it doubles, up to 5m)")
-	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error (`level`)")
-	fs.StringVar(&f.logFormat, "log-format", "json", "json or text (`format`)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
+	fs.StringVar(&f.logFormat, "log-format", "json", "log `format`: json or text")
 	return f
 }
 
@@ -185,7 +186,7 @@ func (f *runFlags) sidecarConfig(logger *slog.Logger) (sidecar.Config, error) {
 	if f.charmDir != "" {
 		as := &sidecar.AgentSettings{
 			CharmDir: f.charmDir, ConfigFile: f.charmConfig, Socket: f.agentSocket, ToolsDir: f.toolsDir, ToolBinary: f.hookTool,
-			PodUID: f.podUID, Address: f.podIP, ModelName: f.modelName, ModelUUID: f.modelUUID, AvailabilityZone: f.zone,
+			PodUID: f.podUID, Address: f.podIP, ModelName: f.modelName, ModelUUID: f.modelUUID, AvailabilityZone: f.zone, JujuVersion: f.jujuVersion,
 			UpdateStatusEvery: f.updateStatus, RetryDelay: f.hookRetry,
 		}
 		switch f.hookRunner {

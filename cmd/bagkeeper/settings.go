@@ -34,7 +34,8 @@ func envName(name string) string {
 // loadSettings parses args into fs, then fills the flags not given from
 // the environment and the config file. It returns the positional args.
 func loadSettings(fs *flag.FlagSet, args []string, lookupEnv func(string) (string, bool)) ([]string, error) {
-	if err := fs.Parse(args); err != nil {
+	positional, err := parseInterspersed(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
 		}
@@ -63,7 +64,28 @@ func loadSettings(fs *flag.FlagSet, args []string, lookupEnv func(string) (strin
 			return nil, err
 		}
 	}
-	return fs.Args(), nil
+	return positional, nil
+}
+
+// parseInterspersed parses flags that may come before or after the
+// positional arguments ("unit remove app/3 --admin-socket S"); "--" ends
+// the flags.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return positional, nil
+		}
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(positional, rest...), nil
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
 }
 
 func applyConfigFile(fs *flag.FlagSet, path string, given map[string]bool) error {

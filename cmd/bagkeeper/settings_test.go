@@ -136,3 +136,13 @@ func TestParseRelationTakesTheTextAfterTheLastColon(t *testing.T) {
 		}
 	}
 }
+
+func TestFlagsMayFollowPositionalArguments(t *testing.T) {
+	fs := newFlagSet("x", "")
+	var sock string
+	fs.StringVar(&sock, "admin-socket", "", "")
+	rest, err := parseInterspersed(fs.FlagSet, []string{"remove", "app/3", "--admin-socket", "/s", "--", "--not-a-flag"})
+	if err != nil || sock != "/s" || strings.Join(rest, " ") != "remove app/3 --not-a-flag" {
+		t.Fatalf("rest %q sock %q err %v", rest, sock, err)
+	}
+}

@@ -1284,9 +1284,14 @@ func (x *CheckLease) GetUnit() string {
 // SetCursor stores a unit's event-delivery cursor. The store does not
 // interpret it.
 type SetCursor struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Unit          string                 `protobuf:"bytes,1,opt,name=unit,proto3" json:"unit,omitempty"`
-	Cursor        []byte                 `protobuf:"bytes,2,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Unit   string                 `protobuf:"bytes,1,opt,name=unit,proto3" json:"unit,omitempty"`
+	Cursor []byte                 `protobuf:"bytes,2,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// With check_previous, the command fails unless the unit's cursor is
+	// previous now (compare-and-set): a hook decided on a stale state never
+	// commits.
+	CheckPrevious bool   `protobuf:"varint,3,opt,name=check_previous,json=checkPrevious,proto3" json:"check_previous,omitempty"`
+	Previous      []byte `protobuf:"bytes,4,opt,name=previous,proto3" json:"previous,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1331,6 +1336,20 @@ func (x *SetCursor) GetUnit() string {
 func (x *SetCursor) GetCursor() []byte {
 	if x != nil {
 		return x.Cursor
+	}
+	return nil
+}
+
+func (x *SetCursor) GetCheckPrevious() bool {
+	if x != nil {
+		return x.CheckPrevious
+	}
+	return false
+}
+
+func (x *SetCursor) GetPrevious() []byte {
+	if x != nil {
+		return x.Previous
 	}
 	return nil
 }
@@ -2613,8 +2632,10 @@ type UnitRecord struct {
 	ReleasedUnixNano int64                  `protobuf:"varint,8,opt,name=released_unix_nano,json=releasedUnixNano,proto3" json:"released_unix_nano,omitempty"`
 	RemovedUnixNano  int64                  `protobuf:"varint,9,opt,name=removed_unix_nano,json=removedUnixNano,proto3" json:"removed_unix_nano,omitempty"`
 	Reason           string                 `protobuf:"bytes,10,opt,name=reason,proto3" json:"reason,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The unit was last claimed by its ordinal: only that pod can hold it.
+	ByOrdinal     bool `protobuf:"varint,11,opt,name=by_ordinal,json=byOrdinal,proto3" json:"by_ordinal,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UnitRecord) Reset() {
@@ -2715,6 +2736,13 @@ func (x *UnitRecord) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *UnitRecord) GetByOrdinal() bool {
+	if x != nil {
+		return x.ByOrdinal
+	}
+	return false
 }
 
 type CharmStateRecord struct {
@@ -2982,10 +3010,12 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\x0eduration_nanos\x18\x03 \x01(\x03R\rdurationNanos\" \n" +
 	"\n" +
 	"CheckLease\x12\x12\n" +
-	"\x04unit\x18\x01 \x01(\tR\x04unit\"7\n" +
+	"\x04unit\x18\x01 \x01(\tR\x04unit\"z\n" +
 	"\tSetCursor\x12\x12\n" +
 	"\x04unit\x18\x01 \x01(\tR\x04unit\x12\x16\n" +
-	"\x06cursor\x18\x02 \x01(\fR\x06cursor\"p\n" +
+	"\x06cursor\x18\x02 \x01(\fR\x06cursor\x12%\n" +
+	"\x0echeck_previous\x18\x03 \x01(\bR\rcheckPrevious\x12\x1a\n" +
+	"\bprevious\x18\x04 \x01(\fR\bprevious\"p\n" +
 	"\tSetStatus\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x18\n" +
@@ -3089,7 +3119,7 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\x0emodified_index\x18\x05 \x01(\x04R\rmodifiedIndex\x1a7\n" +
 	"\tDataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe6\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x85\x03\n" +
 	"\n" +
 	"UnitRecord\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
@@ -3102,7 +3132,9 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\x12released_unix_nano\x18\b \x01(\x03R\x10releasedUnixNano\x12*\n" +
 	"\x11removed_unix_nano\x18\t \x01(\x03R\x0fremovedUnixNano\x12\x16\n" +
 	"\x06reason\x18\n" +
-	" \x01(\tR\x06reason\"\xa3\x01\n" +
+	" \x01(\tR\x06reason\x12\x1d\n" +
+	"\n" +
+	"by_ordinal\x18\v \x01(\bR\tbyOrdinal\"\xa3\x01\n" +
 	"\x10CharmStateRecord\x12\x12\n" +
 	"\x04unit\x18\x01 \x01(\tR\x04unit\x12B\n" +
 	"\x04data\x18\x02 \x03(\v2..bagkeeper.store.v1.CharmStateRecord.DataEntryR\x04data\x1a7\n" +

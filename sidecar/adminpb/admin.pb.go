@@ -192,8 +192,13 @@ type Unit struct {
 	Pod           string `protobuf:"bytes,4,opt,name=pod,proto3" json:"pod,omitempty"`
 	SinceUnixNano int64  `protobuf:"varint,5,opt,name=since_unix_nano,json=sinceUnixNano,proto3" json:"since_unix_nano,omitempty"`
 	Reason        string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// What the charm said of the unit (status-set), and the hook it is
+	// failing, if any.
+	WorkloadStatus  string `protobuf:"bytes,7,opt,name=workload_status,json=workloadStatus,proto3" json:"workload_status,omitempty"`
+	WorkloadMessage string `protobuf:"bytes,8,opt,name=workload_message,json=workloadMessage,proto3" json:"workload_message,omitempty"`
+	HookError       string `protobuf:"bytes,9,opt,name=hook_error,json=hookError,proto3" json:"hook_error,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Unit) Reset() {
@@ -264,6 +269,27 @@ func (x *Unit) GetSinceUnixNano() int64 {
 func (x *Unit) GetReason() string {
 	if x != nil {
 		return x.Reason
+	}
+	return ""
+}
+
+func (x *Unit) GetWorkloadStatus() string {
+	if x != nil {
+		return x.WorkloadStatus
+	}
+	return ""
+}
+
+func (x *Unit) GetWorkloadMessage() string {
+	if x != nil {
+		return x.WorkloadMessage
+	}
+	return ""
+}
+
+func (x *Unit) GetHookError() string {
+	if x != nil {
+		return x.HookError
 	}
 	return ""
 }
@@ -1093,14 +1119,18 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"\rapplied_index\x18\b \x01(\x04R\fappliedIndex\x12,\n" +
 	"\x12last_contact_nanos\x18\t \x01(\x03R\x10lastContactNanos\x12\x18\n" +
 	"\aversion\x18\n" +
-	" \x01(\tR\aversion\"\x9a\x01\n" +
+	" \x01(\tR\aversion\"\x8d\x02\n" +
 	"\x04Unit\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x16\n" +
 	"\x06member\x18\x03 \x01(\tR\x06member\x12\x10\n" +
 	"\x03pod\x18\x04 \x01(\tR\x03pod\x12&\n" +
 	"\x0fsince_unix_nano\x18\x05 \x01(\x03R\rsinceUnixNano\x12\x16\n" +
-	"\x06reason\x18\x06 \x01(\tR\x06reason\"\xba\x01\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\x12'\n" +
+	"\x0fworkload_status\x18\a \x01(\tR\x0eworkloadStatus\x12)\n" +
+	"\x10workload_message\x18\b \x01(\tR\x0fworkloadMessage\x12\x1d\n" +
+	"\n" +
+	"hook_error\x18\t \x01(\tR\thookError\"\xba\x01\n" +
 	"\bRelation\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1c\n" +
