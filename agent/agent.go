@@ -7,6 +7,7 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -92,7 +93,6 @@ type Agent struct {
 	cfgMu     sync.Mutex
 	cfgValues map[string]any
 	cfgHash   string
-	cfgErr    error
 
 	running atomic.Pointer[hookContext]
 	srv     *server
@@ -243,6 +243,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	// leader's install phase says leader-elected.
 	a.tendLease()
 	retry := a.cfg.RetryDelay
+	// failed is the hook that failed last, with the cursor it was decided
+	// on: as in Juju, it runs again, and nothing else runs until it has
+	// succeeded (unless its cursor moved on meanwhile).
+	var failed *Hook
+	var failedAt []byte
 	for ctx.Err() == nil {
 		changed := a.node.Changed()
 		if u, ok := a.node.State().Unit(a.unit()); ok && u.State == raftstore.UnitRemoved {
@@ -258,6 +263,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		v := View{State: st, Unit: a.unit(), Pod: a.cfg.Pod, ConfigHash: a.configHash(), Now: a.now(), UpdateStatusEvery: a.cfg.UpdateStatusEvery}
 		h, ok := Next(v, cur)
+		if failed != nil && bytes.Equal(failedAt, st.Cursor(a.unit())) {
+			h, ok = *failed, true
+		}
+		failed, failedAt = nil, nil
 		if !ok {
 			a.wait(ctx, changed, cur)
 			continue
@@ -268,6 +277,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 			a.log.Error("hook failed; retrying", "hook", h.FullName(), "err", err, "retry_in", retry.String())
 			a.setHookError(h, err)
+			failed, failedAt = &h, st.Cursor(a.unit())
 			select {
 			case <-ctx.Done():
 			case <-time.After(retry):

@@ -495,3 +495,60 @@ func TestRemovedUnitRunsStopAndRemoveAndCommitsNothing(t *testing.T) {
 		t.Fatal("a removed unit's hook committed")
 	}
 }
+
+func TestFailedHookRunsAgainBeforeAnyOther(t *testing.T) {
+	s := newMemStore(t)
+	rel := twoUnits(s)
+	dir := charm(t, `
+if [ "$JUJU_HOOK_NAME" = config-changed ] && [ "$(config-get colour)" = red ] && [ ! -e "$JUJU_CHARM_DIR/fixed" ]; then
+	exit 1
+fi`)
+	cfgFile := filepath.Join(t.TempDir(), "config.yaml")
+	changed := make(chan struct{}, 1)
+	a := startAgent(t, s, dir, func(c *Config) { c.ConfigFile, c.ConfigChanged = cfgFile, changed })
+	count := func(hook string) int { return strings.Count(strings.Join(a.hooks(), "\n"), hook) }
+	waitFor(t, "the unit to settle", func() error {
+		if count("cluster-relation-changed") == 0 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	if err := os.WriteFile(cfgFile+".tmp", []byte("colour: red\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(cfgFile+".tmp", cfgFile); err != nil {
+		t.Fatal(err)
+	}
+	changed <- struct{}{}
+	waitFor(t, "config-changed to fail", func() error {
+		if e := s.State().UnitExtra("app/0"); e.HookError != "config-changed" {
+			return fmt.Errorf("hook error %q", e.HookError)
+		}
+		return nil
+	})
+	// Another event becomes due; it must wait for the failed hook.
+	before := count("cluster-relation-changed")
+	s.must(raftstore.UpdateBagOp(rel, "app/1", map[string]string{"k": "v"}))
+	failures := count("config-changed")
+	waitFor(t, "config-changed to be retried", func() error {
+		if count("config-changed") < failures+2 {
+			return errors.New("not retried yet")
+		}
+		return nil
+	})
+	if n := count("cluster-relation-changed"); n != before {
+		t.Fatalf("a relation hook ran while config-changed was failing: %v", a.hooks())
+	}
+	if err := os.WriteFile(filepath.Join(dir, "fixed"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the relation hook after the retried config-changed succeeded", func() error {
+		if count("cluster-relation-changed") == before {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	if e := s.State().UnitExtra("app/0"); e.HookError != "" {
+		t.Fatalf("hook error not cleared: %+v", e)
+	}
+}

@@ -46,6 +46,13 @@ func cmdHookRunner(e *env, args []string) error {
 	if socket == "" || charmDir == "" {
 		return usageErrorf("--agent-socket and --charm-dir are required")
 	}
+	for _, p := range []*string{&socket, &charmDir, &toolsDir, &hookTool} {
+		if *p != "" {
+			if *p, err = filepath.Abs(*p); err != nil {
+				return err
+			}
+		}
+	}
 	logger, err := newLogger(e, logLevel, "json")
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -115,8 +116,29 @@ func newRunFlags(e *env) *runFlags {
 	return f
 }
 
+// absPaths makes every path flag absolute: hooks run in the charm's
+// directory and must find the charm, the socket and the tools wherever the
+// sidecar was started from.
+func (f *runFlags) absPaths() error {
+	for _, p := range []*string{&f.dataDir, &f.adminSocket, &f.peersFile, &f.joinTokenFile, &f.tlsCert, &f.tlsKey, &f.tlsCA,
+		&f.charmDir, &f.charmConfig, &f.agentSocket, &f.toolsDir, &f.hookTool} {
+		if *p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return err
+		}
+		*p = abs
+	}
+	return nil
+}
+
 // sidecarConfig turns the flags into a sidecar.Config, checking each.
 func (f *runFlags) sidecarConfig(logger *slog.Logger) (sidecar.Config, error) {
+	if err := f.absPaths(); err != nil {
+		return sidecar.Config{}, err
+	}
 	c := sidecar.Config{
 		App: f.app, Pod: f.pod, DataDir: f.dataDir,
 		Bind: f.bind, Advertise: f.advertise, HTTPBind: f.httpBind, AdminSocket: f.adminSocket,

@@ -159,7 +159,7 @@ func seed(t interface {
 		if err := p.setBag(10*time.Second, x.rel, x.owner, data); err != nil {
 			t.Fatalf("writing bag %d (%s in relation %d) through %s: %v", i, x.owner, x.rel, p.name, err)
 		}
-		want[bagID{x.rel, x.owner}] = bagView{data: data}
+		want[bagID(x)] = bagView{data: data}
 	}
 	got, err := p.bags()
 	if err != nil {
@@ -223,15 +223,6 @@ func unitChurn(before, after unitSet, allowed map[string][]string) string {
 	}
 	sort.Strings(d)
 	return strings.Join(d, "; ")
-}
-
-// units reads the unit list from a pod.
-func (p *pod) units() (unitSet, error) {
-	st, err := p.status()
-	if err != nil {
-		return nil, err
-	}
-	return toUnitSet(st), nil
 }
 
 // ---- invariant 3 and 4: one cluster ----

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,8 +17,9 @@ import (
 	"time"
 )
 
-// bkBin is the bagkeeper binary built for this test run.
-var bkBin string
+// bkBin is the bagkeeper binary built for this test run, jujucBin the hook
+// tools' binary (what --hook-tool names).
+var bkBin, jujucBin string
 
 func TestMain(m *testing.M) {
 	os.Exit(runTests(m))
@@ -33,9 +33,15 @@ func runTests(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	bkBin = filepath.Join(dir, "bagkeeper")
-	if err := buildBinary(bkBin); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e: building bagkeeper:", err)
-		return 1
+	jujucBin = filepath.Join(dir, "jujuc")
+	for _, b := range []struct{ path, pkg string }{
+		{bkBin, "github.com/bagkeeper/bagkeeper/cmd/bagkeeper"},
+		{jujucBin, "github.com/bagkeeper/bagkeeper/cmd/jujuc"},
+	} {
+		if err := buildBinary(b.path, b.pkg); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: building %s: %v\n", filepath.Base(b.path), err)
+			return 1
+		}
 	}
 	pickLoopbackRange()
 
@@ -54,17 +60,15 @@ func runTests(m *testing.M) int {
 	return code
 }
 
-// buildBinary builds cmd/bagkeeper into path, without the race detector
+// buildBinary builds the command pkg into path, without the race detector
 // even when the tests themselves run with it: the processes under test are
 // timing-sensitive and the race detector slows them several times.
-func buildBinary(path string) error {
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		if goTool, err = exec.LookPath("go"); err != nil {
-			return errors.New("no go tool found")
-		}
+func buildBinary(path, pkg string) error {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		return errors.New("no go tool found on PATH")
 	}
-	cmd := exec.Command(goTool, "build", "-o", path, "github.com/bagkeeper/bagkeeper/cmd/bagkeeper")
+	cmd := exec.Command(goTool, "build", "-o", path, pkg)
 	var env []string
 	for _, kv := range os.Environ() {
 		if strings.HasPrefix(kv, "GOFLAGS=") {
@@ -86,7 +90,7 @@ func buildBinary(path string) error {
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("%v\n%s", err, out.String())
 	}
-	fmt.Fprintf(os.Stderr, "e2e: built bagkeeper in %v\n", time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "e2e: built %s in %v\n", filepath.Base(path), time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
