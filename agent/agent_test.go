@@ -220,7 +220,7 @@ func bag(s *memStore, rel int64, owner string) map[string]string {
 	if !ok {
 		return nil
 	}
-	return b.Data
+	return b.Data.Map()
 }
 
 func TestHookWritesCommitWithTheCursorOnlyOnSuccess(t *testing.T) {
@@ -249,7 +249,7 @@ esac`)
 	if b := bag(s, rel, "app"); b != nil {
 		t.Fatalf("a failed hook's app write committed: %v", b)
 	}
-	if st := s.State().CharmState("app/0"); st["seen"] != "" {
+	if st := s.State().CharmState("app/0"); st.Value("seen") != "" {
 		t.Fatal("a failed hook's state-set committed")
 	}
 	if e := s.State().UnitExtra("app/0"); e.HookError != "cluster-relation-joined" || len(e.Ports) != 0 {
@@ -265,7 +265,7 @@ esac`)
 		return nil
 	})
 	st := s.State()
-	if bag(s, rel, "app")["from-leader"] != "yes" || st.CharmState("app/0")["seen"] != "app/1" {
+	if bag(s, rel, "app")["from-leader"] != "yes" || st.CharmState("app/0").Value("seen") != "app/1" {
 		t.Fatalf("commit incomplete: app %v state %v", bag(s, rel, "app"), st.CharmState("app/0"))
 	}
 	if e := st.UnitExtra("app/0"); e.HookError != "" || fmt.Sprint(e.Ports) != "[8080/tcp]" {
@@ -318,14 +318,16 @@ func TestNonLeaderCannotWriteTheApplicationBag(t *testing.T) {
 if [ "$JUJU_HOOK_NAME" = start ]; then
 	relation-set -r cluster:0 --app k=v 2> "$JUJU_CHARM_DIR/err"
 	echo $? > "$JUJU_CHARM_DIR/code"
-	is-leader > "$JUJU_CHARM_DIR/is-leader"
+	is-leader > "$JUJU_CHARM_DIR/is-leader.tmp"
+	mv "$JUJU_CHARM_DIR/is-leader.tmp" "$JUJU_CHARM_DIR/is-leader"
 fi`)
 	startAgent(t, s, dir)
+	// The charm renames its last file into place, so once it exists
+	// every file is complete (a redirect alone creates an empty file
+	// before is-leader writes to it).
 	waitFor(t, "start", func() error {
-		if _, err := os.Stat(filepath.Join(dir, "is-leader")); err != nil {
-			return err
-		}
-		return nil
+		_, err := os.Stat(filepath.Join(dir, "is-leader"))
+		return err
 	})
 	read := func(name string) string {
 		b, _ := os.ReadFile(filepath.Join(dir, name))
@@ -491,7 +493,7 @@ func TestRemovedUnitRunsStopAndRemoveAndCommitsNothing(t *testing.T) {
 		}
 		return nil
 	})
-	if s.State().CharmState("app/0") != nil {
+	if s.State().CharmState("app/0").Len() != 0 {
 		t.Fatal("a removed unit's hook committed")
 	}
 }
