@@ -325,6 +325,23 @@ type MemberStatus struct {
 	Err  error
 }
 
+// ListMembers returns the members of the configuration without asking
+// them anything; only this member's own entry has its Info.
+func (n *Node) ListMembers() ([]MemberStatus, error) {
+	cfg, err := n.Configuration()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]MemberStatus, len(cfg.Servers))
+	for i, s := range cfg.Servers {
+		out[i].Server = s
+		if s.ID == n.id {
+			out[i].Info = n.info()
+		}
+	}
+	return out, nil
+}
+
 // ProbeMembers asks every member of the configuration for its Info,
 // concurrently, each within timeout.
 func (n *Node) ProbeMembers(ctx context.Context, timeout time.Duration) ([]MemberStatus, error) {

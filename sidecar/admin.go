@@ -35,7 +35,7 @@ type adminServer struct {
 	s *Sidecar
 }
 
-func (a *adminServer) Status(ctx context.Context, _ *adminpb.StatusRequest) (*adminpb.StatusResponse, error) {
+func (a *adminServer) Status(ctx context.Context, req *adminpb.StatusRequest) (*adminpb.StatusResponse, error) {
 	n := a.s.node
 	st := n.State()
 	r := n.Raft()
@@ -45,7 +45,13 @@ func (a *adminServer) Status(ctx context.Context, _ *adminpb.StatusRequest) (*ad
 		Leader: string(leaderID), Term: r.CurrentTerm(), CommitIndex: r.CommitIndex(), AppliedIndex: r.AppliedIndex(),
 	}
 	resp.Ready, resp.NotReadyReason = a.s.Ready()
-	members, err := n.ProbeMembers(ctx, 2*time.Second)
+	var members []raftstore.MemberStatus
+	var err error
+	if req.GetSkipProbe() {
+		members, err = n.ListMembers()
+	} else {
+		members, err = n.ProbeMembers(ctx, probeTimeout(ctx))
+	}
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "reading the raft configuration: %v", err)
 	}
@@ -80,6 +86,21 @@ func (a *adminServer) Status(ctx context.Context, _ *adminpb.StatusRequest) (*ad
 		resp.Relations = append(resp.Relations, &adminpb.Relation{Id: rel.ID, Key: rel.Key(), Interface: rel.Interface, Peer: rel.Peer, RemoteApp: rel.RemoteApp, RemoteEndpoint: rel.RemoteEndpoint, Bags: int32(len(st.Bags(rel.ID)))})
 	}
 	return resp, nil
+}
+
+// maxProbeTimeout bounds how long Status waits for a member's answer.
+const maxProbeTimeout = 2 * time.Second
+
+// probeTimeout is how long Status may wait for the other members: at most
+// maxProbeTimeout, and three quarters of what is left of the caller's
+// deadline, so that a member that does not answer is reported as such
+// instead of the whole answer arriving too late.
+func probeTimeout(ctx context.Context) time.Duration {
+	t := maxProbeTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		t = min(t, time.Until(dl)*3/4)
+	}
+	return max(t, time.Millisecond)
 }
 
 func (a *adminServer) GetBags(ctx context.Context, req *adminpb.GetBagsRequest) (*adminpb.GetBagsResponse, error) {

@@ -27,7 +27,14 @@ const (
 )
 
 type StatusRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Answer from this member's own view only: the members are listed from
+	// the raft configuration without asking each for its state (reachable,
+	// raft_state, applied_index, last_contact_nanos and version stay unset).
+	// Such an answer never waits for an unreachable member; use it to find
+	// the leader. Without it, every member is asked, each within the
+	// caller's deadline (at most 2 seconds).
+	SkipProbe     bool `protobuf:"varint,1,opt,name=skip_probe,json=skipProbe,proto3" json:"skip_probe,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -60,6 +67,13 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
 	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *StatusRequest) GetSkipProbe() bool {
+	if x != nil {
+		return x.SkipProbe
+	}
+	return false
 }
 
 type Member struct {
@@ -1105,8 +1119,10 @@ var File_sidecar_adminpb_admin_proto protoreflect.FileDescriptor
 
 const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1bsidecar/adminpb/admin.proto\x12\x12bagkeeper.admin.v1\"\x0f\n" +
-	"\rStatusRequest\"\xa6\x02\n" +
+	"\x1bsidecar/adminpb/admin.proto\x12\x12bagkeeper.admin.v1\".\n" +
+	"\rStatusRequest\x12\x1d\n" +
+	"\n" +
+	"skip_probe\x18\x01 \x01(\bR\tskipProbe\"\xa6\x02\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1a\n" +

@@ -450,15 +450,17 @@ func (s bkStatus) knowsLeader() bool {
 	return s.err == nil && s.resp.GetLeader() != ""
 }
 
-// statusAll asks every member for its status in parallel.
-func (b *bagkeeperTarget) statusAll(ctx context.Context) []bkStatus {
+// statusAll asks every member for its status in parallel; with skipProbe
+// each answers from its own view only (fast, no member details), as an
+// etcd member answers Maintenance.Status.
+func (b *bagkeeperTarget) statusAll(ctx context.Context, skipProbe bool) []bkStatus {
 	out := make([]bkStatus, len(b.members))
 	var wg sync.WaitGroup
 	for i, m := range b.members {
 		wg.Go(func() {
 			sctx, cancel := context.WithTimeout(ctx, b.attemptTimeout)
 			defer cancel()
-			resp, err := m.admin.Status(sctx, &adminpb.StatusRequest{})
+			resp, err := m.admin.Status(sctx, &adminpb.StatusRequest{SkipProbe: skipProbe})
 			out[i] = bkStatus{resp: resp, err: err}
 		})
 	}
@@ -487,7 +489,7 @@ func (b *bagkeeperTarget) readyz(ctx context.Context, m *bkMember) (bool, string
 // voters, and have applied everything the leader had committed; if not, it
 // says why.
 func (b *bagkeeperTarget) healthy(ctx context.Context) (bool, string) {
-	sts := b.statusAll(ctx)
+	sts := b.statusAll(ctx, false)
 	leader := -1
 	self := map[string]bool{}
 	for i, s := range sts {
@@ -568,7 +570,7 @@ func (b *bagkeeperTarget) findLeader(ctx context.Context) (*bkMember, error) {
 	ticker := time.NewTicker(healthPoll)
 	defer ticker.Stop()
 	for {
-		for i, s := range b.statusAll(ctx) {
+		for i, s := range b.statusAll(ctx, true) {
 			if s.isLeader() && !b.members[i].proc.Exited() {
 				return b.members[i], nil
 			}
@@ -587,7 +589,7 @@ func (b *bagkeeperTarget) findFollower(ctx context.Context) (*bkMember, error) {
 	ticker := time.NewTicker(healthPoll)
 	defer ticker.Stop()
 	for {
-		for i, s := range b.statusAll(ctx) {
+		for i, s := range b.statusAll(ctx, true) {
 			if s.knowsLeader() && !s.isLeader() && !b.members[i].proc.Exited() {
 				return b.members[i], nil
 			}
@@ -874,7 +876,7 @@ func (w *bkWriter) discover(ctx context.Context) (target int, preferred bool) {
 	answers := make(chan answer, len(w.endpoints))
 	for i, ep := range w.endpoints {
 		go func() {
-			resp, err := ep.admin.Status(ctx, &adminpb.StatusRequest{})
+			resp, err := ep.admin.Status(ctx, &adminpb.StatusRequest{SkipProbe: true})
 			answers <- answer{i, bkStatus{resp: resp, err: err}}
 		}()
 	}

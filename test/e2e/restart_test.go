@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"net/http"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/bagkeeper/bagkeeper/sidecar/adminpb"
 )
 
 // TestKilledMemberRestartedOnItsDiskKeepsIdentityAndBags kills a follower
@@ -46,6 +49,9 @@ func TestKilledMemberRestartedOnItsDiskKeepsIdentityAndBags(t *testing.T) {
 			}
 			oldID := before.selfOf(f)
 			f.kill()
+			if !tc.leader {
+				checkStatusWithMemberDown(t, c.leaderPod(before), oldID)
+			}
 			if tc.newAddress {
 				f.move()
 			}
@@ -66,6 +72,38 @@ func TestKilledMemberRestartedOnItsDiskKeepsIdentityAndBags(t *testing.T) {
 			c.waitBags(want)
 			c.mustCommit(want, f)
 		})
+	}
+}
+
+// checkStatusWithMemberDown asks p for its status, with a member down:
+// within a short deadline the answer must come, reporting the member
+// unreachable and every other member reachable; and an answer from p's
+// own view only (skip_probe) must list all members without asking them.
+func checkStatusWithMemberDown(t *testing.T, p *pod, down string) {
+	t.Helper()
+	for _, skip := range []bool{false, true} {
+		var st *adminpb.StatusResponse
+		start := time.Now()
+		err := p.adminCall(time.Second, func(ctx context.Context, c adminpb.AdminClient) error {
+			var err error
+			st, err = c.Status(ctx, &adminpb.StatusRequest{SkipProbe: skip})
+			return err
+		})
+		if err != nil {
+			t.Fatalf("status (skip_probe %v) from %s with %s down, within 1s: %v after %s", skip, p.name, down, err, time.Since(start))
+		}
+		if len(st.GetMembers()) != 3 {
+			t.Fatalf("status (skip_probe %v) lists %d members, want 3", skip, len(st.GetMembers()))
+		}
+		for _, m := range st.GetMembers() {
+			wantReachable := m.GetId() != down
+			if skip {
+				wantReachable = m.GetId() == st.GetSelf()
+			}
+			if m.GetReachable() != wantReachable {
+				t.Fatalf("status (skip_probe %v) from %s with %s down: member %s reachable=%v (error %q), want %v", skip, p.name, down, m.GetId(), m.GetReachable(), m.GetError(), wantReachable)
+			}
+		}
 	}
 }
 
