@@ -351,7 +351,7 @@ func (a *Agent) ensureAddress(ctx context.Context) {
 		b, _ := st.Bag(r.ID, unit)
 		stale := false
 		for k, v := range want {
-			if b == nil || b.Data[k] != v {
+			if b == nil || b.Data.Value(k) != v {
 				stale = true
 			}
 		}

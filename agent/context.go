@@ -111,7 +111,7 @@ func (c *hookContext) IsLeader() (bool, error) {
 // LeaderSettings reads the snapshot, plus this hook's own leader-set writes.
 func (c *hookContext) LeaderSettings() (map[string]string, error) {
 	s, _ := c.st.LeaderSettings()
-	out := maps.Clone(s)
+	out := s.Map()
 	if out == nil {
 		out = map[string]string{}
 	}
@@ -142,7 +142,7 @@ func (c *hookContext) Config() map[string]any { return maps.Clone(c.config) }
 func (c *hookContext) CharmState() map[string]string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := maps.Clone(c.st.CharmState(c.unit))
+	out := c.st.CharmState(c.unit).Map()
 	if out == nil {
 		out = map[string]string{}
 	}
@@ -165,7 +165,7 @@ func (c *hookContext) SetCharmState(key, value string) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	next := maps.Clone(c.st.CharmState(c.unit))
+	next := c.st.CharmState(c.unit).Map()
 	if next == nil {
 		next = map[string]string{}
 	}
@@ -461,7 +461,7 @@ func (h *hookRelation) Members() []string {
 func (h *hookRelation) bag(owner string) map[string]string {
 	out := map[string]string{}
 	if b, ok := h.c.st.Bag(h.r.ID, owner); ok {
-		maps.Copy(out, b.Data)
+		maps.Insert(out, b.Data.All())
 	}
 	return out
 }

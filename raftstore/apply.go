@@ -3,7 +3,6 @@ package raftstore
 import (
 	"bytes"
 	"encoding/json"
-	"maps"
 	"sort"
 	"time"
 
@@ -346,12 +345,12 @@ func (t *txn) updateBag(o *storepb.UpdateBag) (*storepb.OpResult, *CommandError)
 	if old != nil {
 		data = old.Data
 	}
-	next, changed, err := mergeSettings(data, o.GetSet(), o.GetDelete())
+	next, changed, err := data.merge(o.GetSet(), o.GetDelete())
 	if err != nil {
 		return nil, err
 	}
-	if size(next) > MaxBagSize {
-		return nil, opErr(storepb.ErrorCode_TOO_LARGE, "relation data for %s in %s would be %d bytes, over the %d byte limit", o.GetOwner(), r.Key(), size(next), MaxBagSize)
+	if next.Size() > MaxBagSize {
+		return nil, opErr(storepb.ErrorCode_TOO_LARGE, "relation data for %s in %s would be %d bytes, over the %d byte limit", o.GetOwner(), r.Key(), next.Size(), MaxBagSize)
 	}
 	if !changed {
 		return &storepb.OpResult{}, nil
@@ -534,12 +533,12 @@ func (t *txn) updateCharmState(o *storepb.UpdateCharmState) (*storepb.OpResult, 
 		}
 	}
 	cur, _ := t.charmTxn().Get([]byte(o.GetUnit()))
-	next, changed, err := mergeSettings(cur, o.GetSet(), o.GetDelete())
+	next, changed, err := cur.merge(o.GetSet(), o.GetDelete())
 	if err != nil {
 		return nil, err
 	}
-	if size(next) > MaxCharmStateSize {
-		return nil, opErr(storepb.ErrorCode_TOO_LARGE, "charm state of %s would be %d bytes, over the %d byte limit", o.GetUnit(), size(next), MaxCharmStateSize)
+	if next.Size() > MaxCharmStateSize {
+		return nil, opErr(storepb.ErrorCode_TOO_LARGE, "charm state of %s would be %d bytes, over the %d byte limit", o.GetUnit(), next.Size(), MaxCharmStateSize)
 	}
 	if changed {
 		t.charmTxn().Insert([]byte(o.GetUnit()), next)
@@ -549,12 +548,12 @@ func (t *txn) updateCharmState(o *storepb.UpdateCharmState) (*storepb.OpResult, 
 
 func (t *txn) updateLeaderSettings(o *storepb.UpdateLeaderSettings) (*storepb.OpResult, *CommandError) {
 	m := t.readMeta()
-	next, changed, err := mergeSettings(m.leader, o.GetSet(), o.GetDelete())
+	next, changed, err := m.leader.merge(o.GetSet(), o.GetDelete())
 	if err != nil {
 		return nil, err
 	}
-	if size(next) > MaxLeaderSettingsSize {
-		return nil, opErr(storepb.ErrorCode_TOO_LARGE, "leader settings would be %d bytes, over the %d byte limit", size(next), MaxLeaderSettingsSize)
+	if next.Size() > MaxLeaderSettingsSize {
+		return nil, opErr(storepb.ErrorCode_TOO_LARGE, "leader settings would be %d bytes, over the %d byte limit", next.Size(), MaxLeaderSettingsSize)
 	}
 	if changed {
 		mm := t.m()
@@ -750,49 +749,4 @@ func (t *txn) releaseLease(o *storepb.ReleaseLease) (*storepb.OpResult, *Command
 		t.m().lease = Lease{Epoch: cur.Epoch}
 	}
 	return &storepb.OpResult{}, nil
-}
-
-// mergeSettings returns cur with set applied and then del removed, and
-// whether that differs from cur. cur is not modified.
-func mergeSettings(cur Settings, set map[string]string, del []string) (Settings, bool, *CommandError) {
-	for _, k := range del {
-		if _, ok := set[k]; ok {
-			return nil, false, opErr(storepb.ErrorCode_INVALID, "key %q is both set and deleted", k)
-		}
-		if k == "" {
-			return nil, false, opErr(storepb.ErrorCode_INVALID, "empty key")
-		}
-	}
-	changed := false
-	for k, v := range set {
-		if k == "" {
-			return nil, false, opErr(storepb.ErrorCode_INVALID, "empty key")
-		}
-		if old, ok := cur[k]; !ok || old != v {
-			changed = true
-		}
-	}
-	for _, k := range del {
-		if _, ok := cur[k]; ok {
-			changed = true
-		}
-	}
-	if !changed {
-		return cur, false, nil
-	}
-	next := make(Settings, len(cur)+len(set))
-	maps.Copy(next, cur)
-	maps.Copy(next, set)
-	for _, k := range del {
-		delete(next, k)
-	}
-	return next, true, nil
-}
-
-func size(s Settings) int {
-	n := 0
-	for k, v := range s {
-		n += len(k) + len(v)
-	}
-	return n
 }

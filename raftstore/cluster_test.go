@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -324,7 +325,7 @@ func TestFollowerWriteIsForwardedAndReadBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Read-your-writes: the follower's own state has it as soon as Apply returns.
-	if b, ok := follower.node.State().Bag(rel, unit); !ok || b.Data["k"] != "v" {
+	if b, ok := follower.node.State().Bag(rel, unit); !ok || b.Data.Value("k") != "v" {
 		t.Fatalf("follower does not read its own write: %v", b)
 	}
 	// A refused command comes back as a CommandError and changes nothing.
@@ -373,7 +374,7 @@ func TestWipedMemberRejoinsAsNewIncarnationAndOldOneIsRemoved(t *testing.T) {
 				return nil
 			})
 			got := back.node.State().Bags(rel)
-			if len(got) != len(want) || fmt.Sprint(got[0].Data) != fmt.Sprint(want[0].Data) {
+			if len(got) != len(want) || !maps.Equal(got[0].Data.Map(), want[0].Data.Map()) {
 				t.Fatalf("rejoined member has bags %v, want %v", got, want)
 			}
 		})
@@ -417,9 +418,9 @@ func TestWholeClusterRestartsOnNewAddresses(t *testing.T) {
 	})
 	mustApply(t, l.node, UpdateBagOp(rel, "app", map[string]string{"k2": "v2"}))
 	for _, n := range c.running() {
-		if b, _ := n.node.State().Bag(rel, "app"); b == nil || b.Data["k"] != "v" {
+		if b, _ := n.node.State().Bag(rel, "app"); b == nil || b.Data.Value("k") != "v" {
 			eventually(t, 5*time.Second, "bag replicated to "+n.pod, func() error {
-				if b, _ := n.node.State().Bag(rel, "app"); b == nil || b.Data["k2"] != "v2" {
+				if b, _ := n.node.State().Bag(rel, "app"); b == nil || b.Data.Value("k2") != "v2" {
 					return errors.New("missing")
 				}
 				return nil
@@ -523,7 +524,7 @@ func TestWipedMemberAtTheSameAddressCannotVoteForTheOldOne(t *testing.T) {
 	eventually(t, 15*time.Second, "the committed write on every member", func() error {
 		for _, n := range c.running() {
 			b, ok := n.node.State().Bag(rel, "app")
-			if !ok || b.Data["committed"] == "" {
+			if !ok || b.Data.Value("committed") == "" {
 				return fmt.Errorf("%s lost the committed write", n.pod)
 			}
 		}
@@ -575,7 +576,7 @@ func TestRecoveryFromASurvivorAfterMajorityLoss(t *testing.T) {
 			mustApply(t, l.node, UpdateBagOp(rel, "app", map[string]string{"k": "v"}))
 			survivor := c.running()[0]
 			eventually(t, 5*time.Second, "survivor has the write", func() error {
-				if b, ok := survivor.node.State().Bag(rel, "app"); !ok || b.Data["k"] != "v" {
+				if b, ok := survivor.node.State().Bag(rel, "app"); !ok || b.Data.Value("k") != "v" {
 					return errors.New("not yet")
 				}
 				return nil
@@ -611,7 +612,7 @@ func TestRecoveryFromASurvivorAfterMajorityLoss(t *testing.T) {
 				}
 				return nil
 			})
-			if b, ok := back.node.State().Bag(rel, "app"); !ok || b.Data["k"] != "v" {
+			if b, ok := back.node.State().Bag(rel, "app"); !ok || b.Data.Value("k") != "v" {
 				t.Fatalf("committed write lost in recovery: %v", b)
 			}
 			mustApply(t, back.node, UpdateBagOp(rel, "app", map[string]string{"after": "recovery"}))

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -108,14 +107,9 @@ func dump(s *State) string {
 }
 
 func kv(m Settings) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var parts []string
-	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%q=%q", k, m[k]))
+	for k, v := range m.All() { // in key order
+		parts = append(parts, fmt.Sprintf("%q=%q", k, v))
 	}
 	return "{" + strings.Join(parts, ",") + "}"
 }
@@ -161,7 +155,7 @@ func TestBatchAppliesAllOrNothing(t *testing.T) {
 		t.Fatalf("a failed batch changed state:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 	m.must(UpdateBagOp(rel, u, map[string]string{"a": "1"}), SetCursorOp(u, []byte("c1")))
-	if b, _ := m.s.Bag(rel, u); b.Data["a"] != "1" || string(m.s.Cursor(u)) != "c1" {
+	if b, _ := m.s.Bag(rel, u); b.Data.Value("a") != "1" || string(m.s.Cursor(u)) != "c1" {
 		t.Fatalf("successful batch not applied: %v %q", b, m.s.Cursor(u))
 	}
 }
@@ -206,7 +200,7 @@ func TestRequestIDsAreForgottenAfterTTL(t *testing.T) {
 	}
 	// Now the same id applies again.
 	m.cmd("old", UpdateBagOp(rel, u, map[string]string{"n": "1"}))
-	if b, _ := m.s.Bag(rel, u); b.Data["n"] != "1" {
+	if b, _ := m.s.Bag(rel, u); b.Data.Value("n") != "1" {
 		t.Fatalf("expired request id was not applied again: %v", b.Data)
 	}
 }
@@ -245,7 +239,7 @@ func TestBagSizeIsLimited(t *testing.T) {
 	if !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("got %v, want ErrTooLarge", err)
 	}
-	if b, _ := m.s.Bag(rel, u); len(b.Data) != 1 {
+	if b, _ := m.s.Bag(rel, u); b.Data.Len() != 1 {
 		t.Fatal("oversized write was partly applied")
 	}
 }
@@ -317,7 +311,7 @@ func TestOrdinalPodsGetTheirOwnUnit(t *testing.T) {
 	if u.Member != "app-2/inc2" || u.State != UnitActive || !u.Created.Equal(t0) {
 		t.Fatalf("unit after takeover: %+v", u)
 	}
-	if b, ok := m.s.Bag(rel, "app/2"); !ok || b.Data["k"] != "v" {
+	if b, ok := m.s.Bag(rel, "app/2"); !ok || b.Data.Value("k") != "v" {
 		t.Fatal("takeover lost the unit's bag")
 	}
 	// Numbering continues after the highest ordinal.
@@ -397,7 +391,7 @@ func TestReleasedUnitRemovalIsACompareAndSet(t *testing.T) {
 	}
 	m.must(RemoveUnitOp(u, m.now.UnixNano(), "gc"))
 	got, _ := m.s.Unit(u)
-	if got.State != UnitRemoved || m.s.CharmState(u) != nil || m.s.Lease().Unit != "" {
+	if got.State != UnitRemoved || m.s.CharmState(u).Len() != 0 || m.s.Lease().Unit != "" {
 		t.Fatalf("removed unit: %+v charm=%v lease=%+v", got, m.s.CharmState(u), m.s.Lease())
 	}
 	if _, ok := m.s.Bag(rel, u); !ok {
@@ -451,7 +445,7 @@ func TestLeaseIsExclusiveUntilExpiry(t *testing.T) {
 		t.Fatalf("lease after takeover: %+v", l)
 	}
 	settings, rev := m.s.LeaderSettings()
-	if settings["x"] != "1" || rev != 1 {
+	if settings.Value("x") != "1" || rev != 1 {
 		t.Fatalf("leader settings %v rev %d", settings, rev)
 	}
 }
@@ -467,7 +461,7 @@ func TestCharmStateLimits(t *testing.T) {
 	}
 	val := strings.Repeat("v", MaxCharmStateValue)
 	set := map[string]string{}
-	for i := 0; size(set) <= MaxCharmStateSize-len(val)-3; i++ {
+	for i := 0; SettingsOf(set).Size() <= MaxCharmStateSize-len(val)-3; i++ {
 		set[fmt.Sprintf("k%02d", i)] = val
 	}
 	m.must(UpdateCharmStateOp(u, set))
@@ -475,7 +469,7 @@ func TestCharmStateLimits(t *testing.T) {
 		t.Fatalf("total over limit: %v", err)
 	}
 	m.must(UpdateCharmStateOp(u, nil, "k00"))
-	if _, ok := m.s.CharmState(u)["k00"]; ok {
+	if _, ok := m.s.CharmState(u).Get("k00"); ok {
 		t.Fatal("state-delete did not delete")
 	}
 }
@@ -555,7 +549,7 @@ func TestSnapshotRoundTripPreservesEverything(t *testing.T) {
 	if resultError(r) != nil || m2.s.bags == nil {
 		t.Fatal(r)
 	}
-	if bag, _ := m2.s.Bag(rel, a); bag.Data["x"] != "1" {
+	if bag, _ := m2.s.Bag(rel, a); bag.Data.Value("x") != "1" {
 		t.Fatal("request id dedup lost in snapshot")
 	}
 	// Truncated snapshots are refused, never half-restored.

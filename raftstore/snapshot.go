@@ -38,7 +38,7 @@ func WriteSnapshot(w io.Writer, s *State) error {
 		ClusterId:              m.clusterID,
 		NextUnit:               m.nextUnit,
 		NextRelation:           m.nextRelation,
-		LeaderSettings:         m.leader,
+		LeaderSettings:         m.leader.Map(),
 		LeaderSettingsRevision: m.leaderRev,
 		Lease:                  leaseToPB(m.lease),
 		Index:                  s.index,
@@ -54,7 +54,7 @@ func WriteSnapshot(w io.Writer, s *State) error {
 	}
 	var err error
 	walk(s.bags, func(_ []byte, b *Bag) bool {
-		rec := &storepb.BagRecord{RelationId: b.RelationID, Owner: b.Owner, Data: b.Data, Revision: b.Revision, ModifiedIndex: b.ModifiedIndex}
+		rec := &storepb.BagRecord{RelationId: b.RelationID, Owner: b.Owner, Data: b.Data.Map(), Revision: b.Revision, ModifiedIndex: b.ModifiedIndex}
 		err = put(&storepb.SnapshotRecord{Record: &storepb.SnapshotRecord_Bag{Bag: rec}})
 		return err == nil
 	})
@@ -67,7 +67,7 @@ func WriteSnapshot(w io.Writer, s *State) error {
 		}
 	}
 	walk(s.charm, func(k []byte, v Settings) bool {
-		err = put(&storepb.SnapshotRecord{Record: &storepb.SnapshotRecord_CharmState{CharmState: &storepb.CharmStateRecord{Unit: string(k), Data: v}}})
+		err = put(&storepb.SnapshotRecord{Record: &storepb.SnapshotRecord_CharmState{CharmState: &storepb.CharmStateRecord{Unit: string(k), Data: v.Map()}}})
 		return err == nil
 	})
 	if err != nil {
@@ -147,7 +147,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			s.meta = &meta{
 				app: h.GetApp(), clusterID: h.GetClusterId(),
 				nextUnit: h.GetNextUnit(), nextRelation: h.GetNextRelation(),
-				leader: h.GetLeaderSettings(), leaderRev: h.GetLeaderSettingsRevision(),
+				leader: SettingsOf(h.GetLeaderSettings()), leaderRev: h.GetLeaderSettingsRevision(),
 				lease: leaseFromPB(h.GetLease()),
 			}
 			sawHeader = true
@@ -159,16 +159,13 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			rel.Insert(relKey(r.GetId()), &Relation{ID: r.GetId(), Endpoint: r.GetEndpoint(), Interface: r.GetInterface(), Peer: r.GetPeer(), RemoteApp: r.GetRemoteApp(), RemoteEndpoint: r.GetRemoteEndpoint(), Created: fromUnixNano(r.GetCreatedUnixNano())})
 		case *storepb.SnapshotRecord_Bag:
 			b := x.Bag
-			data := Settings(b.GetData())
-			if data == nil {
-				data = Settings{}
-			}
+			data := SettingsOf(b.GetData())
 			bags.Insert(bagKey(b.GetRelationId(), b.GetOwner()), &Bag{RelationID: b.GetRelationId(), Owner: b.GetOwner(), Data: data, Revision: b.GetRevision(), ModifiedIndex: b.GetModifiedIndex()})
 		case *storepb.SnapshotRecord_Unit:
 			u := unitFromPB(x.Unit)
 			units.Insert(numKey(u.Number), u)
 		case *storepb.SnapshotRecord_CharmState:
-			charm.Insert([]byte(x.CharmState.GetUnit()), Settings(x.CharmState.GetData()))
+			charm.Insert([]byte(x.CharmState.GetUnit()), SettingsOf(x.CharmState.GetData()))
 		case *storepb.SnapshotRecord_Cursor:
 			cursors.Insert([]byte(x.Cursor.GetUnit()), x.Cursor.GetCursor())
 		case *storepb.SnapshotRecord_Request:

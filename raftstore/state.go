@@ -40,10 +40,6 @@ type meta struct {
 	lease        Lease
 }
 
-// Settings is a string map as charms see it (a bag, charm state, leader
-// settings). Read-only when reached through a State.
-type Settings map[string]string
-
 // Relation is one relation the application takes part in.
 type Relation struct {
 	ID        int64
@@ -276,7 +272,7 @@ func (s *State) UnitHeldBy(member string) (*Unit, bool) {
 	return nil, false
 }
 
-// CharmState returns a unit's charm state (nil if it has none).
+// CharmState returns a unit's charm state (empty if it has none).
 func (s *State) CharmState(unit string) Settings {
 	v, _ := s.charm.Get([]byte(unit))
 	return v

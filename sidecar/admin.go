@@ -119,7 +119,7 @@ func (a *adminServer) GetBags(ctx context.Context, req *adminpb.GetBagsRequest) 
 			if req.GetOwner() != "" && b.Owner != req.GetOwner() {
 				continue
 			}
-			resp.Bags = append(resp.Bags, &adminpb.Bag{RelationId: r.ID, Relation: r.Key(), Owner: b.Owner, Data: b.Data, Revision: b.Revision})
+			resp.Bags = append(resp.Bags, &adminpb.Bag{RelationId: r.ID, Relation: r.Key(), Owner: b.Owner, Data: b.Data.Map(), Revision: b.Revision})
 		}
 	}
 	return resp, nil
