@@ -36,9 +36,12 @@ lint: vet
 demo: build
 	test/demo/demo.sh $(BIN)/bagkeeper
 
-## bench: side-by-side benchmarks with etcd (needs Debian's etcd-server); prints a table for BENCHMARKS.md
+## bench: side-by-side benchmarks with etcd (needs Debian's etcd-server), then
+## relation-get exec'd from a shell against a hello-world binary; prints the
+## tables for BENCHMARKS.md
 bench:
 	$(GO) run ./test/bench
+	$(GO) test -run '^$$' -bench Startup -benchtime 500x ./cmd/jujuc
 
 ## fuzz: run each fuzz target for a while (FUZZTIME=30s)
 FUZZTIME ?= 30s

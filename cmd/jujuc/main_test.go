@@ -236,10 +236,20 @@ func TestMissingSocketIsAClearError(t *testing.T) {
 
 func TestSocketNobodyListensOnIsAClearError(t *testing.T) {
 	t.Parallel()
-	ln := listen(t)
-	addr := ln.Addr().String()
-	ln.(*net.UnixListener).SetUnlinkOnClose(false)
-	ln.Close()
+	// A socket bound to the path but never listening: connecting to it is
+	// refused. (A listener closed at once would not do: a parallel test
+	// that forks a process keeps a copy of every descriptor until the
+	// child execs, so for that moment the socket would still listen.)
+	addr := socketPath(t)
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = syscall.Bind(fd, &syscall.SockaddrUnix{Name: addr})
+	syscall.Close(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
 	wantResult(t, runTool(t, hookEnv(addr), nil, "relation-get"),
 		result{1, "", "ERROR cannot reach the unit agent at " + addr + ": connection refused\n"})
 }
