@@ -729,3 +729,80 @@ func TestLeavingVotersArePromptlyReplaced(t *testing.T) {
 		}
 	}
 }
+
+func TestCaughtUpWaitsForTheStateMachineNotForRaft(t *testing.T) {
+	c := newTestCluster(t, "app")
+	for _, p := range []string{"app-0", "app-1", "app-2"} {
+		c.start(p, withExpect(3))
+	}
+	l := c.leader(10 * time.Second)
+	var f *Node
+	for _, n := range c.running() {
+		if n != l {
+			f = n.node
+		}
+	}
+	res := mustApply(t, l.node, EnsureRelationOp("peers", "p", true, "", ""))
+	rel := res.GetOps()[0].GetRelationId()
+	eventually(t, 10*time.Second, "the follower caught up", func() error {
+		if ci := f.Raft().CommitIndex(); !f.CaughtUp(ci) || ci < res.GetIndex() {
+			return fmt.Errorf("state machine at %d, commit index %d", f.StateIndex(), ci)
+		}
+		return nil
+	})
+
+	// Hold the follower's state machine back, as a long replay does.
+	release, held := make(chan struct{}), make(chan struct{}, 1)
+	var releaseOnce sync.Once
+	unhold := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(unhold) // before the nodes stop, should the test fail
+	hold := func(*raft.Log) {
+		select {
+		case held <- struct{}{}:
+		default:
+		}
+		<-release
+	}
+	f.fsm.beforeApply.Store(&hold)
+	var last *storepb.Result
+	for i := range 20 {
+		last = mustApply(t, l.node, UpdateBagOp(rel, "app", map[string]string{"k": fmt.Sprint(i)}))
+	}
+	<-held
+	eventually(t, 10*time.Second, "raft to hand the entries to the held state machine", func() error {
+		if ai := f.Raft().AppliedIndex(); ai < last.GetIndex() {
+			return fmt.Errorf("raft applied index %d < %d", ai, last.GetIndex())
+		}
+		return nil
+	})
+	// raft counts the entries as applied; the state machine has not got them.
+	if f.CaughtUp(last.GetIndex()) {
+		t.Fatalf("caught up at %d while the state machine is held at %d", last.GetIndex(), f.StateIndex())
+	}
+	if b, _ := f.State().Bag(rel, "app"); b != nil && b.Data.Value("k") == "19" {
+		t.Fatal("the held state machine has the last write")
+	}
+	f.fsm.beforeApply.Store(nil)
+	unhold()
+	eventually(t, 10*time.Second, "the state machine to apply them", func() error {
+		if !f.CaughtUp(last.GetIndex()) {
+			return fmt.Errorf("state machine at %d of %d", f.StateIndex(), last.GetIndex())
+		}
+		return nil
+	})
+	if b, _ := f.State().Bag(rel, "app"); b == nil || b.Data.Value("k") != "19" {
+		t.Fatalf("caught up but the bag is %v", b)
+	}
+
+	// An entry the state machine never sees (a barrier, like a new
+	// leader's no-op) does not hold it back.
+	if err := l.node.Raft().Barrier(5 * time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the follower to learn the barrier's commit", func() error {
+		if ci := f.Raft().CommitIndex(); ci <= last.GetIndex() || !f.CaughtUp(ci) {
+			return fmt.Errorf("commit index %d, state machine at %d", ci, f.StateIndex())
+		}
+		return nil
+	})
+}

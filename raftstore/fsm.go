@@ -43,6 +43,13 @@ type FSM struct {
 
 	// onConfiguration, if set, is told every committed raft configuration.
 	onConfiguration func(raft.Configuration)
+	// configIndex is the index of the newest configuration entry raft has
+	// handed to the state machine.
+	configIndex atomic.Uint64
+
+	// beforeApply, if set, is called with each command entry before it is
+	// applied (tests use it to hold the state machine back).
+	beforeApply atomic.Pointer[func(*raft.Log)]
 }
 
 // NewFSM returns an empty state machine. fatal (may be nil) is told when
@@ -85,10 +92,17 @@ func (f *FSM) Halt() { f.haltOnce.Do(func() { close(f.halt) }) }
 
 // StoreConfiguration implements raft.ConfigurationStore: raft calls it for
 // every committed configuration entry.
-func (f *FSM) StoreConfiguration(_ uint64, cfg raft.Configuration) {
+func (f *FSM) StoreConfiguration(index uint64, cfg raft.Configuration) {
 	if f.onConfiguration != nil {
 		f.onConfiguration(cfg)
 	}
+	f.configIndex.Store(max(f.configIndex.Load(), index))
+}
+
+// appliedIndex returns the index of the newest log entry that the state
+// machine has processed: a command, or a configuration.
+func (f *FSM) appliedIndex() uint64 {
+	return max(f.State().index, f.configIndex.Load())
 }
 
 func (f *FSM) publish(s *State) {
@@ -107,6 +121,9 @@ func (f *FSM) Apply(l *raft.Log) any {
 	cur := f.State()
 	if l.Type != raft.LogCommand {
 		return nil
+	}
+	if hook := f.beforeApply.Load(); hook != nil {
+		(*hook)(l)
 	}
 	var cmd storepb.Command
 	if err := proto.Unmarshal(l.Data, &cmd); err != nil {

@@ -172,6 +172,7 @@ type Node struct {
 	raft  *raft.Raft
 	trans *raft.NetworkTransport
 	bolt  *raftboltdb.BoltStore
+	logs  raft.LogStore
 	book  *addressBook
 	peers *peerClients
 	grpc  *grpc.Server
@@ -238,6 +239,7 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
+	n.logs = logs
 	hasState, err := raft.HasExistingState(logs, n.bolt, snaps)
 	if err != nil {
 		return nil, fmt.Errorf("raft store %s cannot be read (%v): if it is damaged, move the data dir away and restart", boltPath, err)
@@ -341,6 +343,42 @@ func (n *Node) fail(err error) {
 		n.fatalCh <- err
 	})
 }
+
+// maxCatchUpScan bounds the log entries CaughtUp reads.
+const maxCatchUpScan = 1024
+
+// CaughtUp reports whether the local state machine has applied every log
+// entry up to index that changes it. raft's AppliedIndex is not that: it
+// counts entries handed to the state machine, which may still be queued
+// (thousands of them while a restarted member replays its log).
+//
+// Entries the state machine never sees (a new leader's no-op, barriers)
+// do not hold it back: when the state machine is behind index, the entries
+// in between are read from the log, and only commands and configurations
+// count.
+func (n *Node) CaughtUp(index uint64) bool {
+	applied := n.fsm.appliedIndex()
+	if applied >= index {
+		return true
+	}
+	if index-applied > maxCatchUpScan {
+		return false
+	}
+	var l raft.Log
+	for i := applied + 1; i <= index; i++ {
+		if err := n.logs.GetLog(i, &l); err != nil {
+			return false // compacted into a snapshot not yet restored, or unreadable
+		}
+		if l.Type == raft.LogCommand || l.Type == raft.LogConfiguration {
+			return false
+		}
+	}
+	return true
+}
+
+// StateIndex returns the index of the newest log entry the local state
+// machine has applied (a command or a configuration).
+func (n *Node) StateIndex() uint64 { return n.fsm.appliedIndex() }
 
 // IsLeader reports whether this member is the raft leader now.
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }

@@ -40,24 +40,24 @@ func (s *Sidecar) Ready() (bool, string) {
 			return false, "not heard from the leader recently"
 		}
 	}
-	if s.node.IsLeader() {
-		return true, ""
-	}
+	// A member is caught up when its state machine has applied everything
+	// committed. A leader's commit index and a follower's trail the newest
+	// write by a few entries under a stream of writes; only a lag that lasts
+	// means the member is not caught up (a member that just joined, or that
+	// is replaying its log after a restart, never was).
 	now := time.Now()
-	if applied, commit := r.AppliedIndex(), r.CommitIndex(); applied < commit {
-		// Under a stream of writes a follower always trails the newest
-		// commit by a few entries; only a lag that lasts means it is not
-		// caught up (a member that just joined never was).
-		if last := s.caughtUp.Load(); last == 0 || now.Sub(time.Unix(0, last)) > catchUpGrace {
-			return false, fmt.Sprintf("catching up: applied %d of %d", applied, commit)
-		}
+	commit := r.CommitIndex()
+	if s.node.CaughtUp(commit) {
+		s.caughtUp.Store(now.UnixNano())
 		return true, ""
 	}
-	s.caughtUp.Store(now.UnixNano())
+	if last := s.caughtUp.Load(); last == 0 || now.Sub(time.Unix(0, last)) > catchUpGrace {
+		return false, fmt.Sprintf("catching up: the state machine has applied %d of %d", s.node.StateIndex(), commit)
+	}
 	return true, ""
 }
 
-// catchUpGrace is how long a follower that had caught up may trail the
+// catchUpGrace is how long a member that had caught up may trail the
 // commit index before it counts as behind again.
 const catchUpGrace = 2 * time.Second
 
