@@ -806,3 +806,51 @@ func TestCaughtUpWaitsForTheStateMachineNotForRaft(t *testing.T) {
 		return nil
 	})
 }
+
+// A member restarted from its own snapshot, whose last entries before the
+// snapshot are not commands (a configuration, here), is caught up without
+// waiting for another command: raft does not hand entries a snapshot
+// covers to the state machine again.
+func TestRestartedFromItsSnapshotIsCaughtUpWithoutNewCommands(t *testing.T) {
+	c := newTestCluster(t, "app")
+	for _, p := range []string{"app-0", "app-1", "app-2"} {
+		c.start(p, withExpect(3))
+	}
+	l := c.leader(10 * time.Second)
+	var f *testNode
+	for _, n := range c.running() {
+		if n != l {
+			f = n
+		}
+	}
+	mustApply(t, l.node, EnsureRelationOp("peers", "p", true, "", ""))
+	// A configuration entry after the last command: the follower's
+	// address, re-added unchanged.
+	if err := l.node.Raft().AddVoter(f.node.ID(), raft.ServerAddress(f.node.Advertise()), 0, 5*time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	cfgIndex := l.node.Raft().LastIndex()
+	eventually(t, 10*time.Second, "the follower to apply the configuration", func() error {
+		if f.node.StateIndex() < cfgIndex {
+			return fmt.Errorf("state machine at %d, configuration at %d", f.node.StateIndex(), cfgIndex)
+		}
+		return nil
+	})
+	if err := f.node.Raft().Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	stateIndex := f.node.State().Index()
+	addr := f.node.Advertise()
+	c.stop(f.pod)
+	f = c.start(f.pod, atAddr(addr))
+	eventually(t, 10*time.Second, "the restarted follower to be caught up", func() error {
+		ci := f.node.Raft().CommitIndex()
+		if ci < cfgIndex || !f.node.CaughtUp(ci) {
+			return fmt.Errorf("commit index %d, state machine at %d", ci, f.node.StateIndex())
+		}
+		return nil
+	})
+	if got := f.node.State().Index(); got != stateIndex {
+		t.Fatalf("a command was applied meanwhile (state index %d, was %d): the test proves nothing", got, stateIndex)
+	}
+}

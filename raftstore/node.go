@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -357,7 +358,7 @@ const maxCatchUpScan = 1024
 // in between are read from the log, and only commands and configurations
 // count.
 func (n *Node) CaughtUp(index uint64) bool {
-	applied := n.fsm.appliedIndex()
+	applied := n.StateIndex()
 	if applied >= index {
 		return true
 	}
@@ -376,9 +377,22 @@ func (n *Node) CaughtUp(index uint64) bool {
 	return true
 }
 
-// StateIndex returns the index of the newest log entry the local state
-// machine has applied (a command or a configuration).
-func (n *Node) StateIndex() uint64 { return n.fsm.appliedIndex() }
+// StateIndex returns the index up to which the local state machine has
+// applied the log: the newest command or configuration it was given, or the
+// index of the newest snapshot if that is later. A snapshot's state is in
+// the state machine before raft records it as the last snapshot (it was
+// taken from it, or restored into it), and raft never hands the entries it
+// covers to the state machine again.
+func (n *Node) StateIndex() uint64 {
+	return max(n.fsm.appliedIndex(), n.lastSnapshotIndex())
+}
+
+// lastSnapshotIndex returns the index of the newest snapshot raft has
+// taken or installed, 0 if none.
+func (n *Node) lastSnapshotIndex() uint64 {
+	i, _ := strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64)
+	return i
+}
 
 // IsLeader reports whether this member is the raft leader now.
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
