@@ -240,6 +240,18 @@ func (c *testCluster) leader(timeout time.Duration) *testNode {
 }
 
 // config returns the leader's configuration as "id=suffrage" strings.
+// follower returns a running member other than l.
+func (c *testCluster) follower(l *testNode) *testNode {
+	c.t.Helper()
+	for _, n := range c.running() {
+		if n != l {
+			return n
+		}
+	}
+	c.t.Fatal("no member other than the leader runs")
+	return nil
+}
+
 func (c *testCluster) voters(n *testNode) (voters, nonvoters []string) {
 	cfg, err := n.node.Configuration()
 	if err != nil {
@@ -310,12 +322,7 @@ func TestFollowerWriteIsForwardedAndReadBack(t *testing.T) {
 		c.start(p, withExpect(3))
 	}
 	l := c.leader(10 * time.Second)
-	var follower *testNode
-	for _, n := range c.running() {
-		if n != l {
-			follower = n
-		}
-	}
+	follower := c.follower(l)
 	res, err := follower.node.Apply(applyCtx(t), NewCommand(ClaimUnitOp(string(follower.node.ID()), follower.pod, -1), EnsureRelationOp("peers", "p", true, "", "")))
 	if err != nil {
 		t.Fatal(err)
@@ -542,13 +549,7 @@ func TestForwardedWriteDoesNotWaitForTheCommitTimeout(t *testing.T) {
 		c.start(p, withExpect(3), slowCommit)
 	}
 	l := c.leader(10 * time.Second)
-	var f *testNode
-	for _, n := range c.running() {
-		if n != l {
-			f = n
-			break
-		}
-	}
+	f := c.follower(l)
 	rel := mustApply(t, f.node, EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
 	start := time.Now()
 	for i := 0; i < 5; i++ {
@@ -635,13 +636,7 @@ func TestRemoveMemberKeepsAQuorum(t *testing.T) {
 	l := c.leader(10 * time.Second)
 	ctx := applyCtx(t)
 	// Remove the leader itself, through a follower.
-	var follower *testNode
-	for _, n := range c.running() {
-		if n != l {
-			follower = n
-			break
-		}
-	}
+	follower := c.follower(l)
 	oldLeader := l.node.ID()
 	if err := follower.node.RemoveMember(ctx, oldLeader); err != nil {
 		t.Fatal(err)
@@ -677,12 +672,7 @@ func TestRemoveMemberKeepsAQuorum(t *testing.T) {
 	// Three voters; one more dies: removing a HEALTHY one now would leave
 	// one healthy voter of two, no quorum.
 	deadOne()
-	var healthy *testNode
-	for _, n := range c.running() {
-		if n != l {
-			healthy = n
-		}
-	}
+	healthy := c.follower(l)
 	err := l.node.RemoveMember(applyCtx(t), healthy.node.ID())
 	if err == nil || !strings.Contains(err.Error(), "fewer than a quorum") {
 		t.Fatalf("removing a healthy voter with no quorum left: %v", err)
@@ -736,12 +726,7 @@ func TestCaughtUpWaitsForTheStateMachineNotForRaft(t *testing.T) {
 		c.start(p, withExpect(3))
 	}
 	l := c.leader(10 * time.Second)
-	var f *Node
-	for _, n := range c.running() {
-		if n != l {
-			f = n.node
-		}
-	}
+	f := c.follower(l).node
 	res := mustApply(t, l.node, EnsureRelationOp("peers", "p", true, "", ""))
 	rel := res.GetOps()[0].GetRelationId()
 	eventually(t, 10*time.Second, "the follower caught up", func() error {
@@ -817,12 +802,7 @@ func TestRestartedFromItsSnapshotIsCaughtUpWithoutNewCommands(t *testing.T) {
 		c.start(p, withExpect(3))
 	}
 	l := c.leader(10 * time.Second)
-	var f *testNode
-	for _, n := range c.running() {
-		if n != l {
-			f = n
-		}
-	}
+	f := c.follower(l)
 	mustApply(t, l.node, EnsureRelationOp("peers", "p", true, "", ""))
 	// A configuration entry after the last command: the follower's
 	// address, re-added unchanged.
