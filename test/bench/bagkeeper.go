@@ -708,8 +708,8 @@ func (b *bagkeeperTarget) newWriter(via string) (*bkWriter, error) {
 		attemptTimeout: b.attemptTimeout,
 		relationID:     b.relationID,
 		preferFollower: via == "follower",
-		target:         -1,
 	}
+	w.picker = newPicker(w.discover)
 	for _, m := range b.members {
 		conn, err := dialAdmin(m.socket)
 		if err != nil {
@@ -739,19 +739,10 @@ type bkWriter struct {
 	preferFollower bool
 	endpoints      []bkEndpoint
 
-	mu        sync.Mutex
-	target    int          // endpoint to send to; -1 if unknown
-	preferred bool         // target is of the preferred kind
-	inflight  *bkDiscovery // the discovery running now, if any
-	recent    []string     // this writer's last bkKeepKeys keys, oldest first
-}
+	*picker
 
-// bkDiscovery is one round of asking the members who leads; concurrent
-// Puts share it.
-type bkDiscovery struct {
-	done      chan struct{}
-	target    int
-	preferred bool
+	mu     sync.Mutex
+	recent []string // this writer's last bkKeepKeys keys, oldest first
 }
 
 // Put implements Writer: it sets key to value (as printable text of the
@@ -809,60 +800,6 @@ func (w *bkWriter) setBag(ctx context.Context, req *adminpb.SetBagRequest) error
 	}
 }
 
-// pick returns the endpoint for the next attempt: the known target if it
-// is of the preferred kind, otherwise the result of a (shared) discovery
-// round.
-func (w *bkWriter) pick(ctx context.Context) (int, error) {
-	for {
-		w.mu.Lock()
-		if w.target >= 0 && w.preferred {
-			t := w.target
-			w.mu.Unlock()
-			return t, nil
-		}
-		d := w.inflight
-		owner := d == nil
-		if owner {
-			d = &bkDiscovery{done: make(chan struct{})}
-			w.inflight = d
-		}
-		w.mu.Unlock()
-
-		if owner {
-			d.target, d.preferred = w.discover(ctx)
-			if d.target < 0 {
-				// Nobody knows a leader: an election is running. Back off a
-				// little, holding the round so that concurrent Puts wait.
-				t := time.NewTimer(discoverBackoff)
-				select {
-				case <-t.C:
-				case <-ctx.Done():
-				}
-				t.Stop()
-			}
-			w.mu.Lock()
-			w.inflight = nil
-			if d.target >= 0 {
-				w.target, w.preferred = d.target, d.preferred
-			}
-			w.mu.Unlock()
-			close(d.done)
-		} else {
-			select {
-			case <-d.done:
-			case <-ctx.Done():
-				return -1, ctx.Err()
-			}
-		}
-		if d.target >= 0 {
-			return d.target, nil
-		}
-		if err := ctx.Err(); err != nil {
-			return -1, err
-		}
-	}
-}
-
 // discover asks all members for their status in parallel. It returns the
 // first member of the preferred kind (the confirmed leader, or a follower
 // that knows a leader), else a member that knows a leader, else -1.
@@ -894,15 +831,6 @@ func (w *bkWriter) discover(ctx context.Context) (target int, preferred bool) {
 		}
 	}
 	return target, false
-}
-
-// forget drops endpoint i as the target after a failed attempt.
-func (w *bkWriter) forget(i int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.target == i {
-		w.target, w.preferred = -1, false
-	}
 }
 
 // Close implements Writer.

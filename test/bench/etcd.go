@@ -38,10 +38,6 @@ const (
 // etcdMemberCount is the size of the etcd cluster.
 const etcdMemberCount = 3
 
-// discoverBackoff is how long a writer waits before asking the members
-// again when none of them knows a leader (during an election).
-const discoverBackoff = 5 * time.Millisecond
-
 // healthPoll is the interval at which the etcd target polls its members
 // while waiting for the cluster to become healthy.
 const healthPoll = 20 * time.Millisecond
@@ -400,6 +396,7 @@ func (e *etcdTarget) Stop() error {
 // NewWriter implements Target.
 func (e *etcdTarget) NewWriter(ctx context.Context) (Writer, error) {
 	w := &etcdWriter{attemptTimeout: e.attemptTimeout}
+	w.picker = newPicker(w.discover)
 	for _, m := range e.members {
 		conn, err := dialEtcd(m.clientAddr)
 		if err != nil {
@@ -412,7 +409,6 @@ func (e *etcdTarget) NewWriter(ctx context.Context) (Writer, error) {
 			maint: pb.NewMaintenanceClient(conn),
 		})
 	}
-	w.target = -1
 	return w, nil
 }
 
@@ -433,18 +429,7 @@ type etcdWriter struct {
 	attemptTimeout time.Duration
 	endpoints      []etcdEndpoint
 
-	mu        sync.Mutex
-	target    int            // endpoint to send Puts to; -1 if unknown
-	confirmed bool           // target confirmed it is the leader
-	inflight  *etcdDiscovery // the discovery running now, if any
-}
-
-// etcdDiscovery is one round of asking the members who leads; concurrent
-// Puts share it.
-type etcdDiscovery struct {
-	done      chan struct{}
-	target    int // -1 if no member knew a leader
-	confirmed bool
+	*picker // preferred: the target confirmed it is the leader
 }
 
 // Put implements Writer.
@@ -469,60 +454,6 @@ func (w *etcdWriter) Put(ctx context.Context, key string, value []byte) error {
 		w.forget(i)
 		if ctx.Err() != nil {
 			return fmt.Errorf("etcd put %q: %w (last error: %v)", key, ctx.Err(), lastErr)
-		}
-	}
-}
-
-// pick returns the endpoint for the next attempt: the confirmed leader if
-// known, otherwise the result of a (shared) discovery round.
-func (w *etcdWriter) pick(ctx context.Context) (int, error) {
-	for {
-		w.mu.Lock()
-		if w.target >= 0 && w.confirmed {
-			t := w.target
-			w.mu.Unlock()
-			return t, nil
-		}
-		d := w.inflight
-		owner := d == nil
-		if owner {
-			d = &etcdDiscovery{done: make(chan struct{})}
-			w.inflight = d
-		}
-		w.mu.Unlock()
-
-		if owner {
-			d.target, d.confirmed = w.discover(ctx)
-			if d.target < 0 {
-				// Nobody knows a leader: an election is running. Back off a
-				// little before the next round, holding the round so that
-				// concurrent Puts wait instead of asking again.
-				t := time.NewTimer(discoverBackoff)
-				select {
-				case <-t.C:
-				case <-ctx.Done():
-				}
-				t.Stop()
-			}
-			w.mu.Lock()
-			w.inflight = nil
-			if d.target >= 0 {
-				w.target, w.confirmed = d.target, d.confirmed
-			}
-			w.mu.Unlock()
-			close(d.done)
-		} else {
-			select {
-			case <-d.done:
-			case <-ctx.Done():
-				return -1, ctx.Err()
-			}
-		}
-		if d.target >= 0 {
-			return d.target, nil
-		}
-		if err := ctx.Err(); err != nil {
-			return -1, err
 		}
 	}
 }
@@ -555,15 +486,6 @@ func (w *etcdWriter) discover(ctx context.Context) (target int, confirmed bool) 
 		}
 	}
 	return target, false
-}
-
-// forget drops endpoint i as the Put target after a failed attempt.
-func (w *etcdWriter) forget(i int) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.target == i {
-		w.target, w.confirmed = -1, false
-	}
 }
 
 // Close implements Writer.
