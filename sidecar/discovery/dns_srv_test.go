@@ -1,11 +1,9 @@
 package discovery
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/miekg/dns"
 )
@@ -94,31 +92,7 @@ func TestDNSSRVUnreachableServerIsError(t *testing.T) {
 func TestDNSSRVStopsWhenContextIsCancelled(t *testing.T) {
 	t.Parallel()
 	srv := startSilentDNS(t)
-	src := NewDNSSRV(srvName, WithResolverAddr(srv.addr))
-	ctx, cancel := context.WithCancel(testContext(t))
-	defer cancel()
-	errc := make(chan error, 1)
-	go func() {
-		_, err := src.Lookup(ctx)
-		errc <- err
-	}()
-	select {
-	case <-srv.received:
-	case <-ctx.Done():
-		t.Fatal("the server never received a query")
-	}
-	cancel()
-	// Go's resolver alone would only notice the cancellation at its own
-	// per-query timeout (5s by default); the bound below is generous for
-	// a prompt return and shorter than that.
-	select {
-	case err := <-errc:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("Lookup after cancel: error %v, want one wrapping context.Canceled", err)
-		}
-	case <-time.After(3 * time.Second):
-		t.Fatal("Lookup did not return within 3s of its context being cancelled")
-	}
+	checkLookupStopsOnCancel(t, NewDNSSRV(srvName, WithResolverAddr(srv.addr)), srv)
 }
 
 func TestDNSSRVKeepsValidRecordsAndReportsInvalidOnes(t *testing.T) {

@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"context"
 	"errors"
 	"net"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 )
@@ -211,4 +213,35 @@ func unreachableDNSAddr(t *testing.T) string {
 	addr := pc.LocalAddr().String()
 	pc.Close()
 	return addr
+}
+
+// checkLookupStopsOnCancel starts a Lookup of src against the silent
+// server srv, cancels it once the query has arrived, and checks that the
+// Lookup returns promptly with an error wrapping context.Canceled.
+func checkLookupStopsOnCancel(t *testing.T, src Source, srv *silentDNS) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(testContext(t))
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := src.Lookup(ctx)
+		errc <- err
+	}()
+	select {
+	case <-srv.received:
+	case <-ctx.Done():
+		t.Fatal("the server never received a query")
+	}
+	cancel()
+	// Go's resolver alone would only notice the cancellation at its own
+	// per-query timeout (5s by default); the bound below is generous for
+	// a prompt return and shorter than that.
+	select {
+	case err := <-errc:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Lookup after cancel: error %v, want one wrapping context.Canceled", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("Lookup did not return within 3s of its context being cancelled")
+	}
 }
