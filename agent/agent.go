@@ -19,13 +19,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/bagkeeper/bagkeeper/raftstore"
+	"github.com/bagkeeper/bagkeeper/raftstore/state"
 	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
 )
 
 // Store is what the agent needs of the raft member.
 type Store interface {
-	State() *raftstore.State
+	State() *state.State
 	Changed() <-chan struct{}
 	Apply(ctx context.Context, cmd *storepb.Command) (*storepb.Result, error)
 	IsLeader() bool
@@ -207,10 +207,10 @@ func (a *Agent) apply(ops ...*storepb.Op) (*storepb.Result, error) {
 func (a *Agent) applyCtx(ctx context.Context, ops ...*storepb.Op) (*storepb.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return a.node.Apply(ctx, raftstore.NewCommand(ops...))
+	return a.node.Apply(ctx, state.NewCommand(ops...))
 }
 
-func isNotLeader(err error) bool { return errors.Is(err, raftstore.ErrNotLeader) }
+func isNotLeader(err error) bool { return errors.Is(err, state.ErrNotLeader) }
 
 // Run runs the agent until ctx ends: it waits for the pod's unit, makes
 // sure the charm's peer relations exist and the unit's address is in its
@@ -250,7 +250,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	var failedAt []byte
 	for ctx.Err() == nil {
 		changed := a.node.Changed()
-		if u, ok := a.node.State().Unit(a.unit()); ok && u.State == raftstore.UnitRemoved {
+		if u, ok := a.node.State().Unit(a.unit()); ok && u.State == state.UnitRemoved {
 			a.teardown(ctx)
 			<-ctx.Done()
 			return nil
@@ -323,7 +323,7 @@ func (a *Agent) waitForUnit(ctx context.Context) error {
 func (a *Agent) ensurePeerRelations(ctx context.Context) {
 	for ep, iface := range a.cfg.Charm.Peers {
 		for ctx.Err() == nil {
-			if _, err := a.apply(raftstore.EnsureRelationOp(ep, iface, true, "", "")); err == nil {
+			if _, err := a.apply(state.EnsureRelationOp(ep, iface, true, "", "")); err == nil {
 				break
 			} else {
 				a.log.Warn("creating peer relation", "endpoint", ep, "err", err)
@@ -356,7 +356,7 @@ func (a *Agent) ensureAddress(ctx context.Context) {
 			}
 		}
 		if stale {
-			ops = append(ops, raftstore.UpdateBagOp(r.ID, unit, want))
+			ops = append(ops, state.UpdateBagOp(r.ID, unit, want))
 		}
 	}
 	if len(ops) == 0 {
@@ -370,7 +370,7 @@ func (a *Agent) ensureAddress(ctx context.Context) {
 // runHook runs one hook and commits its writes with the cursor advance
 // within commitCtx (a hook that ran to the end commits even while the
 // agent is being stopped).
-func (a *Agent) runHook(ctx, commitCtx context.Context, h Hook, st *raftstore.State) error {
+func (a *Agent) runHook(ctx, commitCtx context.Context, h Hook, st *state.State) error {
 	id := a.unit() + "-" + h.FullName() + "-" + randomID()
 	hc := newHookContext(a, id, h, st)
 	a.running.Store(hc)
@@ -390,9 +390,9 @@ func (a *Agent) runHook(ctx, commitCtx context.Context, h Hook, st *raftstore.St
 	ops := hc.ops()
 	// The cursor moves only from where the hook was decided: a hook decided
 	// on a stale state (another agent of this unit got ahead) never commits.
-	ops = append(ops, raftstore.AdvanceCursorOp(a.unit(), st.Cursor(a.unit()), h.Next.Encode()))
+	ops = append(ops, state.AdvanceCursorOp(a.unit(), st.Cursor(a.unit()), h.Next.Encode()))
 	if st.UnitExtra(a.unit()).HookError != "" {
-		ops = append(ops, raftstore.SetHookErrorOp(a.unit(), "", ""))
+		ops = append(ops, state.SetHookErrorOp(a.unit(), "", ""))
 	}
 	if _, err := a.applyCtx(commitCtx, ops...); err != nil {
 		if isNotLeader(err) {
@@ -406,7 +406,7 @@ func (a *Agent) runHook(ctx, commitCtx context.Context, h Hook, st *raftstore.St
 }
 
 func (a *Agent) setHookError(h Hook, err error) {
-	if _, aerr := a.apply(raftstore.SetHookErrorOp(a.unit(), h.FullName(), err.Error())); aerr != nil {
+	if _, aerr := a.apply(state.SetHookErrorOp(a.unit(), h.FullName(), err.Error())); aerr != nil {
 		a.log.Warn("recording the hook error", "err", aerr)
 	}
 }

@@ -10,20 +10,18 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/bagkeeper/bagkeeper/agent/toolpb"
-	"github.com/bagkeeper/bagkeeper/raftstore"
-	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
+	"github.com/bagkeeper/bagkeeper/raftstore/state"
+	"github.com/bagkeeper/bagkeeper/raftstore/state/statetest"
 	"github.com/bagkeeper/bagkeeper/sidecar/unixsock"
+	"github.com/bagkeeper/bagkeeper/test/wait"
 )
 
 // hookTool is the jujuc binary the tests' hooks call, built once.
@@ -51,64 +49,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// memStore is a Store that applies commands to a state machine directly,
-// as a one-member cluster would, with a clock the test controls.
-type memStore struct {
-	t      *testing.T
-	mu     sync.Mutex
-	fsm    *raftstore.FSM
-	index  uint64
-	now    time.Time
-	leader bool
-}
-
-func newMemStore(t *testing.T) *memStore {
-	s := &memStore{t: t, fsm: raftstore.NewFSM(nil), now: time.Now(), leader: true}
-	s.must(raftstore.InitClusterOp("app", "c"))
+// newMemStore returns the shared in-memory store at the real clock (the
+// agent compares leases with its own clock, which is the store's).
+func newMemStore(t *testing.T) *statetest.Store {
+	s := statetest.New(t, "app")
+	s.SetNow(time.Now())
 	return s
-}
-
-func (s *memStore) State() *raftstore.State  { return s.fsm.State() }
-func (s *memStore) Changed() <-chan struct{} { return s.fsm.Changed() }
-func (s *memStore) IsLeader() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.leader
-}
-
-func (s *memStore) Apply(ctx context.Context, cmd *storepb.Command) (*storepb.Result, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.index++
-	cmd.Version = raftstore.CommandVersion
-	cmd.TimeUnixNano = s.now.UnixNano()
-	b, _ := proto.Marshal(cmd)
-	res := s.fsm.Apply(&raft.Log{Type: raft.LogCommand, Index: s.index, Data: b}).(*storepb.Result)
-	if res.GetErrorCode() != storepb.ErrorCode_OK {
-		return res, &raftstore.CommandError{Code: res.GetErrorCode(), Msg: res.GetErrorMessage()}
-	}
-	return res, nil
-}
-
-func (s *memStore) must(ops ...*storepb.Op) *storepb.Result {
-	s.t.Helper()
-	res, err := s.Apply(context.Background(), raftstore.NewCommand(ops...))
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	return res
-}
-
-func (s *memStore) clock() time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.now
-}
-
-func (s *memStore) advance(d time.Duration) {
-	s.mu.Lock()
-	s.now = s.now.Add(d)
-	s.mu.Unlock()
 }
 
 // charm writes a charm whose dispatch runs script (bash) for every hook,
@@ -131,7 +77,7 @@ func charm(t *testing.T, script string) string {
 
 type testAgent struct {
 	*Agent
-	store  *memStore
+	store  *statetest.Store
 	dir    string
 	socket string
 	cancel context.CancelFunc
@@ -141,7 +87,7 @@ type testAgent struct {
 type agentOpt func(*Config)
 
 // startAgent runs an agent for unit app/0 of store against the charm in dir.
-func startAgent(t *testing.T, store *memStore, dir string, opts ...agentOpt) *testAgent {
+func startAgent(t *testing.T, store *statetest.Store, dir string, opts ...agentOpt) *testAgent {
 	t.Helper()
 	sockDir, err := os.MkdirTemp("", "ag")
 	if err != nil {
@@ -164,7 +110,7 @@ func startAgent(t *testing.T, store *memStore, dir string, opts ...agentOpt) *te
 		Runner:     LocalRunner{ToolsDir: toolsDir, Logger: slog.New(slog.DiscardHandler)},
 		Address:    "10.1.2.3",
 		RetryDelay: 50 * time.Millisecond, MaxRetryDelay: 200 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: store.clock,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: store.Now,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -192,30 +138,17 @@ func (a *testAgent) hooks() []string {
 
 func waitFor(t *testing.T, what string, cond func() error) {
 	t.Helper()
-	deadline := time.After(20 * time.Second)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		select {
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s: %v", what, err)
-		case <-tick.C:
-		}
-	}
+	wait.Until(t, 20*time.Second, what, cond)
 }
 
 // twoUnits makes app/0 (this agent's, the leader) and app/1.
-func twoUnits(s *memStore) int64 {
-	s.must(raftstore.ClaimUnitOp("app-0/x", "app-0", 0), raftstore.ClaimUnitOp("app-1/x", "app-1", 1))
-	s.must(raftstore.ClaimLeaseOp("app/0", "app-0/x", int64(time.Minute)))
-	return s.must(raftstore.EnsureRelationOp("cluster", "app-peers", true, "", "")).GetOps()[0].GetRelationId()
+func twoUnits(s *statetest.Store) int64 {
+	s.Must(state.ClaimUnitOp("app-0/x", "app-0", 0), state.ClaimUnitOp("app-1/x", "app-1", 1))
+	s.Must(state.ClaimLeaseOp("app/0", "app-0/x", int64(time.Minute)))
+	return s.Must(state.EnsureRelationOp("cluster", "app-peers", true, "", "")).GetOps()[0].GetRelationId()
 }
 
-func bag(s *memStore, rel int64, owner string) map[string]string {
+func bag(s *statetest.Store, rel int64, owner string) map[string]string {
 	b, ok := s.State().Bag(rel, owner)
 	if !ok {
 		return nil
@@ -311,9 +244,9 @@ fi`)
 
 func TestNonLeaderCannotWriteTheApplicationBag(t *testing.T) {
 	s := newMemStore(t)
-	s.must(raftstore.ClaimUnitOp("app-0/x", "app-0", 0), raftstore.ClaimUnitOp("app-1/x", "app-1", 1))
-	s.must(raftstore.ClaimLeaseOp("app/1", "app-1/x", int64(time.Minute)))
-	rel := s.must(raftstore.EnsureRelationOp("cluster", "app-peers", true, "", "")).GetOps()[0].GetRelationId()
+	s.Must(state.ClaimUnitOp("app-0/x", "app-0", 0), state.ClaimUnitOp("app-1/x", "app-1", 1))
+	s.Must(state.ClaimLeaseOp("app/1", "app-1/x", int64(time.Minute)))
+	rel := s.Must(state.EnsureRelationOp("cluster", "app-peers", true, "", "")).GetOps()[0].GetRelationId()
 	dir := charm(t, `
 if [ "$JUJU_HOOK_NAME" = start ]; then
 	relation-set -r cluster:0 --app k=v 2> "$JUJU_CHARM_DIR/err"
@@ -357,8 +290,8 @@ fi`)
 	})
 	// Leadership moves while the hook runs: the lease runs out and app/1
 	// takes it.
-	s.advance(2 * time.Minute)
-	s.must(raftstore.ClaimLeaseOp("app/1", "app-1/x", int64(time.Minute)))
+	s.Advance(2 * time.Minute)
+	s.Must(state.ClaimLeaseOp("app/1", "app-1/x", int64(time.Minute)))
 	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -485,7 +418,7 @@ func TestRemovedUnitRunsStopAndRemoveAndCommitsNothing(t *testing.T) {
 		}
 		return nil
 	})
-	s.must(raftstore.ReleaseUnitOp("app/0", "", "scaled down"), raftstore.RemoveUnitOp("app/0", 0, "removed by an operator"))
+	s.Must(state.ReleaseUnitOp("app/0", "", "scaled down"), state.RemoveUnitOp("app/0", 0, "removed by an operator"))
 	waitFor(t, "stop and remove", func() error {
 		h := a.hooks()
 		if len(h) < 2 || strings.TrimSpace(h[len(h)-2]) != "stop" || strings.TrimSpace(h[len(h)-1]) != "remove" {
@@ -530,7 +463,7 @@ fi`)
 	})
 	// Another event becomes due; it must wait for the failed hook.
 	before := count("cluster-relation-changed")
-	s.must(raftstore.UpdateBagOp(rel, "app/1", map[string]string{"k": "v"}))
+	s.Must(state.UpdateBagOp(rel, "app/1", map[string]string{"k": "v"}))
 	failures := count("config-changed")
 	waitFor(t, "config-changed to be retried", func() error {
 		if count("config-changed") < failures+2 {

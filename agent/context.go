@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/bagkeeper/bagkeeper/agent/hooktools"
-	"github.com/bagkeeper/bagkeeper/raftstore"
+	"github.com/bagkeeper/bagkeeper/raftstore/state"
 	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
 )
 
@@ -30,7 +30,7 @@ type hookContext struct {
 	hook Hook
 	unit string
 	app  string
-	st   *raftstore.State // the snapshot
+	st   *state.State // the snapshot
 	a    *Agent
 	log  *slog.Logger
 
@@ -43,8 +43,8 @@ type hookContext struct {
 	appWrites    map[int64]map[string]string
 	stateSet     map[string]string
 	stateDel     map[string]bool
-	portsOpen    []raftstore.Port
-	portsClose   []raftstore.Port
+	portsOpen    []state.Port
+	portsClose   []state.Port
 }
 
 var (
@@ -52,7 +52,7 @@ var (
 	_ hooktools.UnitAddresser = (*hookContext)(nil)
 )
 
-func newHookContext(a *Agent, id string, h Hook, st *raftstore.State) *hookContext {
+func newHookContext(a *Agent, id string, h Hook, st *state.State) *hookContext {
 	return &hookContext{
 		id: id, hook: h, unit: a.unit(), app: st.App(), st: st, a: a, config: a.config(),
 		leaderWrites: map[string]string{},
@@ -125,7 +125,7 @@ func (c *hookContext) WriteLeaderSettings(settings map[string]string) error {
 		return hooktools.ErrNotLeader
 	}
 	set, del := splitSettings(settings)
-	_, err := c.a.apply(raftstore.CheckLeaseOp(c.unit), raftstore.UpdateLeaderSettingsOp(set, del...))
+	_, err := c.a.apply(state.CheckLeaseOp(c.unit), state.UpdateLeaderSettingsOp(set, del...))
 	if isNotLeader(err) {
 		return hooktools.ErrNotLeader
 	}
@@ -157,11 +157,11 @@ func (c *hookContext) SetCharmState(key, value string) error {
 	if key == "" {
 		return fmt.Errorf("empty key")
 	}
-	if len(key) > raftstore.MaxCharmStateKey {
-		return fmt.Errorf("key %.40q... is %d bytes, over the %d byte limit", key, len(key), raftstore.MaxCharmStateKey)
+	if len(key) > state.MaxCharmStateKey {
+		return fmt.Errorf("key %.40q... is %d bytes, over the %d byte limit", key, len(key), state.MaxCharmStateKey)
 	}
-	if len(value) > raftstore.MaxCharmStateValue {
-		return fmt.Errorf("value of %q is %d bytes, over the %d byte limit", key, len(value), raftstore.MaxCharmStateValue)
+	if len(value) > state.MaxCharmStateValue {
+		return fmt.Errorf("value of %q is %d bytes, over the %d byte limit", key, len(value), state.MaxCharmStateValue)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -174,8 +174,8 @@ func (c *hookContext) SetCharmState(key, value string) error {
 	}
 	maps.Copy(next, c.stateSet)
 	next[key] = value
-	if n := size(next); n > raftstore.MaxCharmStateSize {
-		return fmt.Errorf("charm state of %s would be %d bytes, over the %d byte limit", c.unit, n, raftstore.MaxCharmStateSize)
+	if n := size(next); n > state.MaxCharmStateSize {
+		return fmt.Errorf("charm state of %s would be %d bytes, over the %d byte limit", c.unit, n, state.MaxCharmStateSize)
 	}
 	delete(c.stateDel, key)
 	c.stateSet[key] = value
@@ -207,7 +207,7 @@ func (c *hookContext) UnitStatus() (hooktools.Status, error) {
 	return unitStatus(c.a.node.State(), c.unit), nil
 }
 
-func unitStatus(st *raftstore.State, unit string) hooktools.Status {
+func unitStatus(st *state.State, unit string) hooktools.Status {
 	if e := st.UnitExtra(unit); e.HookError != "" {
 		return hooktools.Status{Status: "error", Message: fmt.Sprintf("hook failed: %q", e.HookError), Since: e.HookErrorSince}
 	}
@@ -218,7 +218,7 @@ func unitStatus(st *raftstore.State, unit string) hooktools.Status {
 	return toolStatus(s)
 }
 
-func toolStatus(s *raftstore.Status) hooktools.Status {
+func toolStatus(s *state.Status) hooktools.Status {
 	out := hooktools.Status{Status: s.Status, Message: s.Message, Since: s.Since, Data: map[string]any{}}
 	if len(s.DataJSON) > 0 {
 		_ = json.Unmarshal(s.DataJSON, &out.Data)
@@ -234,7 +234,7 @@ func (c *hookContext) AppStatus() (hooktools.Status, map[string]hooktools.Status
 	}
 	units := map[string]hooktools.Status{}
 	for _, u := range st.Units() {
-		if u.State != raftstore.UnitRemoved {
+		if u.State != state.UnitRemoved {
 			units[u.Name] = unitStatus(st, u.Name)
 		}
 	}
@@ -253,7 +253,7 @@ func (c *hookContext) SetUnitStatus(s hooktools.Status) error {
 	if err != nil {
 		return err
 	}
-	_, err = c.a.apply(raftstore.SetStatusOp(c.unit, s.Status, s.Message, data))
+	_, err = c.a.apply(state.SetStatusOp(c.unit, s.Status, s.Message, data))
 	return err
 }
 
@@ -265,7 +265,7 @@ func (c *hookContext) SetAppStatus(s hooktools.Status) error {
 	if err != nil {
 		return err
 	}
-	_, err = c.a.apply(raftstore.CheckLeaseOp(c.unit), raftstore.SetStatusOp(c.app, s.Status, s.Message, data))
+	_, err = c.a.apply(state.CheckLeaseOp(c.unit), state.SetStatusOp(c.app, s.Status, s.Message, data))
 	if isNotLeader(err) {
 		return hooktools.ErrNotLeader
 	}
@@ -273,7 +273,7 @@ func (c *hookContext) SetAppStatus(s hooktools.Status) error {
 }
 
 func (c *hookContext) SetApplicationVersion(version string) error {
-	_, err := c.a.apply(raftstore.SetWorkloadVersionOp(c.unit, version))
+	_, err := c.a.apply(state.SetWorkloadVersionOp(c.unit, version))
 	return err
 }
 
@@ -294,14 +294,14 @@ func (c *hookContext) NetworkInfo(binding string, relationID int) (hooktools.Net
 
 // storePort and toolPort convert port ranges: the tools mark icmp's
 // absent ports -1, as Juju does; the store 0.
-func storePort(endpoint string, p hooktools.PortRange) raftstore.Port {
+func storePort(endpoint string, p hooktools.PortRange) state.Port {
 	if p.Protocol == "icmp" {
-		return raftstore.Port{Endpoint: endpoint, Protocol: "icmp"}
+		return state.Port{Endpoint: endpoint, Protocol: "icmp"}
 	}
-	return raftstore.Port{Endpoint: endpoint, From: p.From, To: p.To, Protocol: p.Protocol}
+	return state.Port{Endpoint: endpoint, From: p.From, To: p.To, Protocol: p.Protocol}
 }
 
-func toolPort(p raftstore.Port) hooktools.PortRange {
+func toolPort(p state.Port) hooktools.PortRange {
 	if p.Protocol == "icmp" {
 		return hooktools.PortRange{From: -1, To: -1, Protocol: "icmp"}
 	}
@@ -325,7 +325,7 @@ func (c *hookContext) ClosePort(endpoint string, p hooktools.PortRange) error {
 func (c *hookContext) OpenedPorts() map[string][]hooktools.PortRange {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	set := map[raftstore.Port]bool{}
+	set := map[state.Port]bool{}
 	for _, p := range c.st.UnitExtra(c.unit).Ports {
 		set[p] = true
 	}
@@ -360,7 +360,7 @@ func (c *hookContext) GoalState() (hooktools.GoalState, error) {
 	gs := hooktools.GoalState{Units: map[string]hooktools.GoalStatus{}, Relations: map[string]map[string]hooktools.GoalStatus{}}
 	st := c.st
 	for _, u := range st.Units() {
-		if u.State == raftstore.UnitRemoved {
+		if u.State == state.UnitRemoved {
 			continue
 		}
 		since := u.Created
@@ -387,15 +387,15 @@ func (c *hookContext) ops() []*storepb.Op {
 	if len(c.appWrites) > 0 {
 		// Checked when applied: a leader deposed during the hook cannot
 		// commit the application bag it wrote.
-		ops = append(ops, raftstore.CheckLeaseOp(c.unit))
+		ops = append(ops, state.CheckLeaseOp(c.unit))
 	}
 	for _, id := range sortedIDs(c.unitWrites) {
 		set, del := splitSettings(c.unitWrites[id])
-		ops = append(ops, raftstore.UpdateBagOp(id, c.unit, set, del...))
+		ops = append(ops, state.UpdateBagOp(id, c.unit, set, del...))
 	}
 	for _, id := range sortedIDs(c.appWrites) {
 		set, del := splitSettings(c.appWrites[id])
-		ops = append(ops, raftstore.UpdateBagOp(id, c.app, set, del...))
+		ops = append(ops, state.UpdateBagOp(id, c.app, set, del...))
 	}
 	if len(c.stateSet) > 0 || len(c.stateDel) > 0 {
 		var del []string
@@ -403,10 +403,10 @@ func (c *hookContext) ops() []*storepb.Op {
 			del = append(del, k)
 		}
 		sort.Strings(del)
-		ops = append(ops, raftstore.UpdateCharmStateOp(c.unit, maps.Clone(c.stateSet), del...))
+		ops = append(ops, state.UpdateCharmStateOp(c.unit, maps.Clone(c.stateSet), del...))
 	}
 	if len(c.portsOpen) > 0 || len(c.portsClose) > 0 {
-		ops = append(ops, raftstore.UpdatePortsOp(c.unit, c.portsOpen, c.portsClose))
+		ops = append(ops, state.UpdatePortsOp(c.unit, c.portsOpen, c.portsClose))
 	}
 	return ops
 }
@@ -438,7 +438,7 @@ func splitSettings(m map[string]string) (map[string]string, []string) {
 // hookRelation is a relation as one hook sees it.
 type hookRelation struct {
 	c *hookContext
-	r *raftstore.Relation
+	r *state.Relation
 }
 
 func (h *hookRelation) ID() int           { return int(h.r.ID) }
@@ -484,7 +484,7 @@ func (h *hookRelation) ReadUnit(unit string) (map[string]string, error) {
 		defer c.mu.Unlock()
 		return overlay(h.bag(unit), c.unitWrites[h.r.ID]), nil
 	}
-	app, _, ok := raftstore.ParseUnitName(unit)
+	app, _, ok := state.ParseUnitName(unit)
 	switch {
 	case !ok:
 		return nil, hooktools.ErrPermissionDenied
@@ -540,8 +540,8 @@ func mergeChecked(buffered, settings, committed map[string]string, what string) 
 		w = map[string]string{}
 	}
 	maps.Copy(w, settings)
-	if n := size(overlay(committed, w)); n > raftstore.MaxBagSize {
-		return nil, fmt.Errorf("%s would be %d bytes, over the %d byte limit", what, n, raftstore.MaxBagSize)
+	if n := size(overlay(committed, w)); n > state.MaxBagSize {
+		return nil, fmt.Errorf("%s would be %d bytes, over the %d byte limit", what, n, state.MaxBagSize)
 	}
 	return w, nil
 }

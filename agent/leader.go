@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/bagkeeper/bagkeeper/raftstore"
+	"github.com/bagkeeper/bagkeeper/raftstore/state"
 )
 
 // leaseLoop holds the application leadership lease for this unit while its
@@ -34,7 +34,7 @@ func (a *Agent) tendLease() bool {
 		return false
 	}
 	st := a.node.State()
-	if u, ok := st.Unit(unit); !ok || u.State != raftstore.UnitActive || u.Member != a.cfg.Member {
+	if u, ok := st.Unit(unit); !ok || u.State != state.UnitActive || u.Member != a.cfg.Member {
 		return false
 	}
 	l := st.Lease()
@@ -45,7 +45,7 @@ func (a *Agent) tendLease() bool {
 	if l.Unit == unit && l.Expires.Sub(now) > a.cfg.LeaseDuration*2/3 {
 		return true // renewed recently enough
 	}
-	if _, err := a.apply(raftstore.ClaimLeaseOp(unit, a.cfg.Member, int64(a.cfg.LeaseDuration))); err != nil {
+	if _, err := a.apply(state.ClaimLeaseOp(unit, a.cfg.Member, int64(a.cfg.LeaseDuration))); err != nil {
 		a.log.Debug("leadership lease not taken", "err", err)
 		return false
 	}
@@ -59,7 +59,7 @@ func (a *Agent) tendLease() bool {
 // next leader need not wait for it to run out.
 func (a *Agent) ReleaseLease(ctx context.Context) {
 	if unit := a.unit(); unit != "" && a.node.State().Lease().Unit == unit {
-		if _, err := a.applyCtx(ctx, raftstore.ReleaseLeaseOp(unit)); err != nil {
+		if _, err := a.applyCtx(ctx, state.ReleaseLeaseOp(unit)); err != nil {
 			a.log.Warn("releasing the leadership lease", "err", err)
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/bagkeeper/bagkeeper/raftstore"
+	"github.com/bagkeeper/bagkeeper/raftstore/state"
 )
 
 // Cursor is what a unit has been told: which events were delivered. It is
@@ -86,7 +86,7 @@ func (c Cursor) clone() Cursor {
 // View is what the resolver decides from: the replicated state and the
 // few local facts that are not in it.
 type View struct {
-	State *raftstore.State
+	State *state.State
 	// Unit is this unit.
 	Unit string
 	// Pod identifies this pod instance (the pod's UID where known).
@@ -104,7 +104,7 @@ type Hook struct {
 	// FullName for the name the charm sees.
 	Name string
 	// Relation is the relation of a relation hook (nil otherwise).
-	Relation      *raftstore.Relation
+	Relation      *state.Relation
 	RemoteUnit    string
 	RemoteApp     string
 	DepartingUnit string
@@ -232,7 +232,7 @@ func Next(v View, cur Cursor) (Hook, bool) {
 	slices.Sort(gone)
 	for _, id := range gone {
 		rc := c.Relations[id]
-		r := &raftstore.Relation{ID: id, Endpoint: rc.Endpoint, Peer: rc.Peer}
+		r := &state.Relation{ID: id, Endpoint: rc.Endpoint, Peer: rc.Peer}
 		if units := sortedUnits(rc.Units); len(units) > 0 {
 			u := units[0]
 			return relationHook(c, r, HookRelationDeparted, u, appOf(u), func(rc *RelationCursor) { delete(rc.Units, u) }, u)
@@ -266,7 +266,7 @@ func Next(v View, cur Cursor) (Hook, bool) {
 // lease, or leader-settings-changed for a non-leader: once during the
 // install phase, then whenever the settings change or a new leader is
 // chosen (as Juju tells every follower).
-func leadershipHook(c Cursor, v View, leader bool, lease raftstore.Lease, settingsRev uint64, installPhase bool) (Hook, bool) {
+func leadershipHook(c Cursor, v View, leader bool, lease state.Lease, settingsRev uint64, installPhase bool) (Hook, bool) {
 	switch {
 	case leader && (c.LeaderEpoch != lease.Epoch || !c.LeaderSeen):
 		n := c
@@ -285,7 +285,7 @@ func leadershipHook(c Cursor, v View, leader bool, lease raftstore.Lease, settin
 }
 
 // relationEvents returns the next event of one live relation.
-func relationEvents(c Cursor, v View, r *raftstore.Relation, leader bool) (Hook, bool) {
+func relationEvents(c Cursor, v View, r *state.Relation, leader bool) (Hook, bool) {
 	rc := c.Relations[r.ID]
 	if rc == nil || !rc.Created {
 		return relationHook(c, r, HookRelationCreated, "", "", func(rc *RelationCursor) { rc.Created = true })
@@ -341,7 +341,7 @@ func relationEvents(c Cursor, v View, r *raftstore.Relation, leader bool) (Hook,
 
 // relationHook builds a relation hook whose Next cursor is c changed by
 // update.
-func relationHook(c Cursor, r *raftstore.Relation, name, remoteUnit, remoteApp string, update func(*RelationCursor), departing ...string) (Hook, bool) {
+func relationHook(c Cursor, r *state.Relation, name, remoteUnit, remoteApp string, update func(*RelationCursor), departing ...string) (Hook, bool) {
 	n := c.clone()
 	rc := n.Relations[r.ID]
 	if rc == nil {
@@ -363,11 +363,11 @@ func relationHook(c Cursor, r *raftstore.Relation, name, remoteUnit, remoteApp s
 // their bag: for a peer relation every unit of the application but unit
 // and the removed ones; for another relation the remote application's
 // units that have a bag in it.
-func Members(st *raftstore.State, r *raftstore.Relation, unit string) map[string]uint64 {
+func Members(st *state.State, r *state.Relation, unit string) map[string]uint64 {
 	out := map[string]uint64{}
 	if r.Peer {
 		for _, u := range st.Units() {
-			if u.State == raftstore.UnitRemoved || u.Name == unit {
+			if u.State == state.UnitRemoved || u.Name == unit {
 				continue
 			}
 			var rev uint64
@@ -379,7 +379,7 @@ func Members(st *raftstore.State, r *raftstore.Relation, unit string) map[string
 		return out
 	}
 	for _, b := range st.Bags(r.ID) {
-		if app, _, ok := raftstore.ParseUnitName(b.Owner); ok && app == r.RemoteApp {
+		if app, _, ok := state.ParseUnitName(b.Owner); ok && app == r.RemoteApp {
 			out[b.Owner] = b.Revision
 		}
 	}
@@ -387,7 +387,7 @@ func Members(st *raftstore.State, r *raftstore.Relation, unit string) map[string
 }
 
 func appOf(unit string) string {
-	app, _, _ := raftstore.ParseUnitName(unit)
+	app, _, _ := state.ParseUnitName(unit)
 	return app
 }
 
@@ -403,8 +403,8 @@ func sortedUnits(m map[string]uint64) []string {
 // sortUnitNames orders unit names by application, then number.
 func sortUnitNames(names []string) {
 	sort.Slice(names, func(i, j int) bool {
-		ai, ni, _ := raftstore.ParseUnitName(names[i])
-		aj, nj, _ := raftstore.ParseUnitName(names[j])
+		ai, ni, _ := state.ParseUnitName(names[i])
+		aj, nj, _ := state.ParseUnitName(names[j])
 		if ai != aj {
 			return ai < aj
 		}

@@ -6,53 +6,42 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
-	"google.golang.org/protobuf/proto"
-
-	"github.com/bagkeeper/bagkeeper/raftstore"
+	"github.com/bagkeeper/bagkeeper/raftstore/state"
+	"github.com/bagkeeper/bagkeeper/raftstore/state/statetest"
 	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
 )
 
 var t0 = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 
-// world is a replicated state driven by commands, without raft.
+// world is the shared in-memory store, initialised for application "app".
 type world struct {
-	t     *testing.T
-	fsm   *raftstore.FSM
-	index uint64
-	now   time.Time
+	*statetest.Store
+	t *testing.T
 }
 
 func newWorld(t *testing.T) *world {
-	w := &world{t: t, fsm: raftstore.NewFSM(nil), now: t0}
-	w.do(raftstore.InitClusterOp("app", "c"))
+	w := &world{Store: statetest.New(t, "app"), t: t}
+	w.SetNow(t0)
 	return w
 }
 
 func (w *world) do(ops ...*storepb.Op) *storepb.Result {
 	w.t.Helper()
-	w.index++
-	cmd := &storepb.Command{Version: raftstore.CommandVersion, TimeUnixNano: w.now.UnixNano(), Ops: ops}
-	b, _ := proto.Marshal(cmd)
-	res := w.fsm.Apply(&raft.Log{Type: raft.LogCommand, Index: w.index, Data: b}).(*storepb.Result)
-	if res.GetErrorCode() != storepb.ErrorCode_OK {
-		w.t.Fatalf("command failed: %s", res.GetErrorMessage())
-	}
-	return res
+	return w.Must(ops...)
 }
 
 func (w *world) units(n int) {
 	for i := 0; i < n; i++ {
-		w.do(raftstore.ClaimUnitOp(fmt.Sprintf("app-%d/x", i), fmt.Sprintf("app-%d", i), int64(i)))
+		w.do(state.ClaimUnitOp(fmt.Sprintf("app-%d/x", i), fmt.Sprintf("app-%d", i), int64(i)))
 	}
 }
 
 func (w *world) peers() int64 {
-	return w.do(raftstore.EnsureRelationOp("peers", "app-peers", true, "", "")).GetOps()[0].GetRelationId()
+	return w.do(state.EnsureRelationOp("peers", "app-peers", true, "", "")).GetOps()[0].GetRelationId()
 }
 
 func (w *world) lead(unit string) {
-	w.do(raftstore.ClaimLeaseOp(unit, "m", int64(time.Minute)))
+	w.do(state.ClaimLeaseOp(unit, "m", int64(time.Minute)))
 }
 
 // unitAgent plays one unit's agent: it runs the hooks Next returns and
@@ -67,7 +56,7 @@ type unitAgent struct {
 }
 
 func (a *unitAgent) view() View {
-	return View{State: a.w.fsm.State(), Unit: a.unit, Pod: a.pod, ConfigHash: a.config, Now: a.w.now, UpdateStatusEvery: a.every}
+	return View{State: a.w.State(), Unit: a.unit, Pod: a.pod, ConfigHash: a.config, Now: a.w.Now(), UpdateStatusEvery: a.every}
 }
 
 // drain returns the hooks run until none is due, as "name[:remote]" strings.
@@ -138,7 +127,7 @@ func TestReplacedPodGetsTheChurnSequenceAndNothingItKnew(t *testing.T) {
 	a := &unitAgent{w: w, unit: "app/1", pod: "pod-a", config: "c1"}
 	a.drain()
 	// The pod is replaced; meanwhile app/2 changed its bag.
-	w.do(raftstore.UpdateBagOp(rel, "app/2", map[string]string{"k": "v"}))
+	w.do(state.UpdateBagOp(rel, "app/2", map[string]string{"k": "v"}))
 	a.pod = "pod-b"
 	expectHooks(t, a.drain(), "upgrade-charm", "config-changed", "leader-settings-changed", "start", "relation-changed:app/2")
 	// The leader's churn sequence has no leader-settings-changed.
@@ -155,13 +144,13 @@ func TestOnlyOtherUnitsWritesFireRelationChanged(t *testing.T) {
 	w.lead("app/0")
 	a := &unitAgent{w: w, unit: "app/1", pod: "p", config: "c"}
 	a.drain()
-	w.do(raftstore.UpdateBagOp(rel, "app/1", map[string]string{"mine": "1"}))
+	w.do(state.UpdateBagOp(rel, "app/1", map[string]string{"mine": "1"}))
 	expectHooks(t, a.drain())
-	w.do(raftstore.UpdateBagOp(rel, "app/0", map[string]string{"theirs": "1"}))
-	w.do(raftstore.UpdateBagOp(rel, "app/0", map[string]string{"theirs": "2"}))
+	w.do(state.UpdateBagOp(rel, "app/0", map[string]string{"theirs": "1"}))
+	w.do(state.UpdateBagOp(rel, "app/0", map[string]string{"theirs": "2"}))
 	expectHooks(t, a.drain(), "relation-changed:app/0")
 	// A write that changes nothing bumps no revision, fires nothing.
-	w.do(raftstore.UpdateBagOp(rel, "app/0", map[string]string{"theirs": "2"}))
+	w.do(state.UpdateBagOp(rel, "app/0", map[string]string{"theirs": "2"}))
 	expectHooks(t, a.drain())
 }
 
@@ -174,7 +163,7 @@ func TestPeerAppBagChangeFiresAppLevelChangedOnFollowersOnly(t *testing.T) {
 	f := &unitAgent{w: w, unit: "app/1", pod: "p", config: "c"}
 	l.drain()
 	f.drain()
-	w.do(raftstore.UpdateBagOp(rel, "app", map[string]string{"secret": "s"}))
+	w.do(state.UpdateBagOp(rel, "app", map[string]string{"secret": "s"}))
 	expectHooks(t, f.drain(), "relation-changed:app=app")
 	expectHooks(t, l.drain())
 }
@@ -187,15 +176,15 @@ func TestOnlyRemovedUnitsDepart(t *testing.T) {
 	a := &unitAgent{w: w, unit: "app/0", pod: "p", config: "c"}
 	a.drain()
 	// A released unit (its pod stopped) has not departed.
-	w.do(raftstore.ReleaseUnitOp("app/2", "", "pod stopped"))
+	w.do(state.ReleaseUnitOp("app/2", "", "pod stopped"))
 	expectHooks(t, a.drain())
 	// Claimed again by a new pod: same unit, nothing to tell.
-	w.do(raftstore.ClaimUnitOp("app-2/y", "app-2", 2))
+	w.do(state.ClaimUnitOp("app-2/y", "app-2", 2))
 	expectHooks(t, a.drain())
-	w.do(raftstore.ReleaseUnitOp("app/2", "", "scaled down"), raftstore.RemoveUnitOp("app/2", 0, "removed"))
+	w.do(state.ReleaseUnitOp("app/2", "", "scaled down"), state.RemoveUnitOp("app/2", 0, "removed"))
 	expectHooks(t, a.drain(), "relation-departed:app/2")
 	// A new unit joins.
-	w.do(raftstore.ClaimUnitOp("app-3/x", "app-3", 3))
+	w.do(state.ClaimUnitOp("app-3/x", "app-3", 3))
 	expectHooks(t, a.drain(), "relation-joined:app/3", "relation-changed:app/3")
 }
 
@@ -207,16 +196,16 @@ func TestLeadershipChangeFiresLeaderElectedAndSettingsChanges(t *testing.T) {
 	l := &unitAgent{w: w, unit: "app/0", pod: "p", config: "c"}
 	f.drain()
 	l.drain()
-	w.do(raftstore.CheckLeaseOp("app/0"), raftstore.UpdateLeaderSettingsOp(map[string]string{"k": "v"}))
+	w.do(state.CheckLeaseOp("app/0"), state.UpdateLeaderSettingsOp(map[string]string{"k": "v"}))
 	expectHooks(t, f.drain(), "leader-settings-changed")
 	expectHooks(t, l.drain())
 	// The lease expires and app/1 takes it: the new leader is elected, the
 	// old one is told, as every follower is when a new leader is chosen.
-	w.now = w.now.Add(2 * time.Minute)
+	w.Advance(2 * time.Minute)
 	w.lead("app/1")
 	expectHooks(t, f.drain(), "leader-elected")
 	expectHooks(t, l.drain(), "leader-settings-changed")
-	w.do(raftstore.CheckLeaseOp("app/1"), raftstore.UpdateLeaderSettingsOp(map[string]string{"k": "w"}))
+	w.do(state.CheckLeaseOp("app/1"), state.UpdateLeaderSettingsOp(map[string]string{"k": "w"}))
 	expectHooks(t, l.drain(), "leader-settings-changed")
 	expectHooks(t, f.drain())
 }
@@ -229,9 +218,9 @@ func TestConfigChangeAndUpdateStatus(t *testing.T) {
 	expectHooks(t, a.drain(), "install", "leader-elected", "config-changed", "start")
 	a.config = "c2"
 	expectHooks(t, a.drain(), "config-changed")
-	w.now = w.now.Add(4 * time.Minute)
+	w.Advance(4 * time.Minute)
 	expectHooks(t, a.drain())
-	w.now = w.now.Add(time.Minute)
+	w.Advance(time.Minute)
 	expectHooks(t, a.drain(), "update-status")
 	expectHooks(t, a.drain())
 }
@@ -240,17 +229,17 @@ func TestRemovedRelationIsBrokenAfterDepartures(t *testing.T) {
 	w := newWorld(t)
 	w.units(1)
 	w.lead("app/0")
-	db := w.do(raftstore.EnsureRelationOp("db", "mysql", false, "mysql", "server")).GetOps()[0].GetRelationId()
-	w.do(raftstore.UpdateBagOp(db, "mysql/0", map[string]string{"host": "h"}), raftstore.UpdateBagOp(db, "mysql", map[string]string{"db": "x"}))
+	db := w.do(state.EnsureRelationOp("db", "mysql", false, "mysql", "server")).GetOps()[0].GetRelationId()
+	w.do(state.UpdateBagOp(db, "mysql/0", map[string]string{"host": "h"}), state.UpdateBagOp(db, "mysql", map[string]string{"db": "x"}))
 	a := &unitAgent{w: w, unit: "app/0", pod: "p", config: "c"}
 	expectHooks(t, a.drain(), "install", "leader-elected", "config-changed", "start",
 		"relation-created", "relation-changed:app=mysql", "relation-joined:mysql/0", "relation-changed:mysql/0")
-	w.do(raftstore.RemoveRelationOp(db))
+	w.do(state.RemoveRelationOp(db))
 	expectHooks(t, a.drain(), "relation-departed:mysql/0", "relation-broken")
 	// A peer relation that goes away is never broken.
 	rel := w.peers()
 	a.drain()
-	w.do(raftstore.RemoveRelationOp(rel))
+	w.do(state.RemoveRelationOp(rel))
 	expectHooks(t, a.drain())
 }
 
@@ -261,7 +250,7 @@ func TestCrashBeforeCommitRedeliversTheSameHook(t *testing.T) {
 	w.lead("app/0")
 	a := &unitAgent{w: w, unit: "app/1", pod: "p", config: "c"}
 	a.drain()
-	w.do(raftstore.UpdateBagOp(rel, "app/0", map[string]string{"k": "v"}))
+	w.do(state.UpdateBagOp(rel, "app/0", map[string]string{"k": "v"}))
 	first, ok := Next(a.view(), a.cur)
 	if !ok {
 		t.Fatal("no hook")

@@ -7,6 +7,8 @@ import (
 	"github.com/hashicorp/raft"
 )
 
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
 func TestPlanKeepsVotersAtTargetSafely(t *testing.T) {
 	now := t0.Add(time.Hour)
 	policy := planPolicy{voters: 3, stabilization: 5 * time.Second, maxLag: 10, deadVoterAfter: time.Minute, deadNonvoterAfter: 10 * time.Minute}

@@ -19,8 +19,10 @@ import (
 	"github.com/hashicorp/raft"
 	"go.uber.org/goleak"
 
+	"github.com/bagkeeper/bagkeeper/raftstore/state"
 	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
 	"github.com/bagkeeper/bagkeeper/raftstore/transport"
+	"github.com/bagkeeper/bagkeeper/test/wait"
 )
 
 func TestMain(m *testing.M) {
@@ -196,22 +198,7 @@ func (c *testCluster) running() []*testNode {
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.After(timeout)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	var err error
-	for {
-		if err = cond(); err == nil {
-			return
-		}
-		select {
-		case <-tick.C:
-			continue
-		case <-deadline:
-		}
-		break
-	}
-	t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
+	wait.Until(t, timeout, what, cond)
 }
 
 // leader waits for exactly one leader among running nodes, agreed by all.
@@ -323,12 +310,12 @@ func TestFollowerWriteIsForwardedAndReadBack(t *testing.T) {
 	}
 	l := c.leader(10 * time.Second)
 	follower := c.follower(l)
-	res, err := follower.node.Apply(applyCtx(t), NewCommand(ClaimUnitOp(string(follower.node.ID()), follower.pod, -1), EnsureRelationOp("peers", "p", true, "", "")))
+	res, err := follower.node.Apply(applyCtx(t), state.NewCommand(state.ClaimUnitOp(string(follower.node.ID()), follower.pod, -1), state.EnsureRelationOp("peers", "p", true, "", "")))
 	if err != nil {
 		t.Fatal(err)
 	}
 	unit, rel := res.GetOps()[0].GetUnit(), res.GetOps()[1].GetRelationId()
-	if _, err := follower.node.Apply(applyCtx(t), NewCommand(UpdateBagOp(rel, unit, map[string]string{"k": "v"}))); err != nil {
+	if _, err := follower.node.Apply(applyCtx(t), state.NewCommand(state.UpdateBagOp(rel, unit, map[string]string{"k": "v"}))); err != nil {
 		t.Fatal(err)
 	}
 	// Read-your-writes: the follower's own state has it as soon as Apply returns.
@@ -336,8 +323,8 @@ func TestFollowerWriteIsForwardedAndReadBack(t *testing.T) {
 		t.Fatalf("follower does not read its own write: %v", b)
 	}
 	// A refused command comes back as a CommandError and changes nothing.
-	_, err = follower.node.Apply(applyCtx(t), NewCommand(UpdateBagOp(rel, "app/99", map[string]string{"k": "v"})))
-	if !errors.Is(err, ErrNotFound) {
+	_, err = follower.node.Apply(applyCtx(t), state.NewCommand(state.UpdateBagOp(rel, "app/99", map[string]string{"k": "v"})))
+	if !errors.Is(err, state.ErrNotFound) {
 		t.Fatalf("got %v, want ErrNotFound", err)
 	}
 }
@@ -350,10 +337,10 @@ func TestWipedMemberRejoinsAsNewIncarnationAndOldOneIsRemoved(t *testing.T) {
 				c.start(p, withExpect(3))
 			}
 			l := c.leader(10 * time.Second)
-			rel := mustApply(t, l.node, EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
-			unit := mustApply(t, l.node, ClaimUnitOp(string(l.node.ID()), l.pod, -1)).GetOps()[0].GetUnit()
+			rel := mustApply(t, l.node, state.EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
+			unit := mustApply(t, l.node, state.ClaimUnitOp(string(l.node.ID()), l.pod, -1)).GetOps()[0].GetUnit()
 			for i := 0; i < 50; i++ {
-				mustApply(t, l.node, UpdateBagOp(rel, unit, map[string]string{fmt.Sprint("k", i): fmt.Sprint(i)}))
+				mustApply(t, l.node, state.UpdateBagOp(rel, unit, map[string]string{fmt.Sprint("k", i): fmt.Sprint(i)}))
 			}
 			want := l.node.State().Bags(rel)
 			target := l
@@ -394,8 +381,8 @@ func TestWholeClusterRestartsOnNewAddresses(t *testing.T) {
 		c.start(p, withExpect(3))
 	}
 	l := c.leader(10 * time.Second)
-	rel := mustApply(t, l.node, EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
-	mustApply(t, l.node, UpdateBagOp(rel, "app", map[string]string{"k": "v"}))
+	rel := mustApply(t, l.node, state.EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
+	mustApply(t, l.node, state.UpdateBagOp(rel, "app", map[string]string{"k": "v"}))
 	ids := map[string]raft.ServerID{}
 	for _, n := range c.running() {
 		ids[n.pod] = n.node.ID()
@@ -423,7 +410,7 @@ func TestWholeClusterRestartsOnNewAddresses(t *testing.T) {
 		}
 		return nil
 	})
-	mustApply(t, l.node, UpdateBagOp(rel, "app", map[string]string{"k2": "v2"}))
+	mustApply(t, l.node, state.UpdateBagOp(rel, "app", map[string]string{"k2": "v2"}))
 	for _, n := range c.running() {
 		if b, _ := n.node.State().Bag(rel, "app"); b == nil || b.Data.Value("k") != "v" {
 			eventually(t, 5*time.Second, "bag replicated to "+n.pod, func() error {
@@ -438,7 +425,7 @@ func TestWholeClusterRestartsOnNewAddresses(t *testing.T) {
 
 func mustApply(t *testing.T, n *Node, ops ...*storepb.Op) *storepb.Result {
 	t.Helper()
-	res, err := n.Apply(applyCtx(t), NewCommand(ops...))
+	res, err := n.Apply(applyCtx(t), state.NewCommand(ops...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -495,7 +482,7 @@ func TestWipedMemberAtTheSameAddressCannotVoteForTheOldOne(t *testing.T) {
 		c.start(p, withExpect(3))
 	}
 	l := c.leader(10 * time.Second)
-	rel := mustApply(t, l.node, EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
+	rel := mustApply(t, l.node, state.EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
 	// Pick the stale member and the one to wipe among the followers, so the
 	// leader (which holds the write) is the third.
 	var stale, wiped *testNode
@@ -510,7 +497,7 @@ func TestWipedMemberAtTheSameAddressCannotVoteForTheOldOne(t *testing.T) {
 	}
 	staleAddr, wipedAddr := stale.ln.Advertise(), wiped.ln.Advertise()
 	c.crash(stale.pod)
-	mustApply(t, l.node, UpdateBagOp(rel, "app", map[string]string{"committed": "while app-stale was down"}))
+	mustApply(t, l.node, state.UpdateBagOp(rel, "app", map[string]string{"committed": "while app-stale was down"}))
 	leaderPod, leaderAddr := l.pod, l.ln.Advertise()
 	c.crash(l.pod)
 	c.crash(wiped.pod)
@@ -550,10 +537,10 @@ func TestForwardedWriteDoesNotWaitForTheCommitTimeout(t *testing.T) {
 	}
 	l := c.leader(10 * time.Second)
 	f := c.follower(l)
-	rel := mustApply(t, f.node, EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
+	rel := mustApply(t, f.node, state.EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
 	start := time.Now()
 	for i := 0; i < 5; i++ {
-		mustApply(t, f.node, UpdateBagOp(rel, "app", map[string]string{"n": fmt.Sprint(i)}))
+		mustApply(t, f.node, state.UpdateBagOp(rel, "app", map[string]string{"n": fmt.Sprint(i)}))
 	}
 	// Five writes that each waited for the commit timeout would take 15s.
 	if took := time.Since(start); took > 2*time.Second {
@@ -573,8 +560,8 @@ func TestRecoveryFromASurvivorAfterMajorityLoss(t *testing.T) {
 				c.start(p, withExpect(3))
 			}
 			l := c.leader(10 * time.Second)
-			rel := mustApply(t, l.node, EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
-			mustApply(t, l.node, UpdateBagOp(rel, "app", map[string]string{"k": "v"}))
+			rel := mustApply(t, l.node, state.EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
+			mustApply(t, l.node, state.UpdateBagOp(rel, "app", map[string]string{"k": "v"}))
 			survivor := c.running()[0]
 			eventually(t, 5*time.Second, "survivor has the write", func() error {
 				if b, ok := survivor.node.State().Bag(rel, "app"); !ok || b.Data.Value("k") != "v" {
@@ -616,7 +603,7 @@ func TestRecoveryFromASurvivorAfterMajorityLoss(t *testing.T) {
 			if b, ok := back.node.State().Bag(rel, "app"); !ok || b.Data.Value("k") != "v" {
 				t.Fatalf("committed write lost in recovery: %v", b)
 			}
-			mustApply(t, back.node, UpdateBagOp(rel, "app", map[string]string{"after": "recovery"}))
+			mustApply(t, back.node, state.UpdateBagOp(rel, "app", map[string]string{"after": "recovery"}))
 			if _, err := os.Stat(filepath.Join(dir, RecoveryFile)); !os.IsNotExist(err) {
 				t.Fatalf("staged recovery file still there: %v", err)
 			}
@@ -727,7 +714,7 @@ func TestCaughtUpWaitsForTheStateMachineNotForRaft(t *testing.T) {
 	}
 	l := c.leader(10 * time.Second)
 	f := c.follower(l).node
-	res := mustApply(t, l.node, EnsureRelationOp("peers", "p", true, "", ""))
+	res := mustApply(t, l.node, state.EnsureRelationOp("peers", "p", true, "", ""))
 	rel := res.GetOps()[0].GetRelationId()
 	eventually(t, 10*time.Second, "the follower caught up", func() error {
 		if ci := f.Raft().CommitIndex(); !f.CaughtUp(ci) || ci < res.GetIndex() {
@@ -751,7 +738,7 @@ func TestCaughtUpWaitsForTheStateMachineNotForRaft(t *testing.T) {
 	f.fsm.beforeApply.Store(&hold)
 	var last *storepb.Result
 	for i := range 20 {
-		last = mustApply(t, l.node, UpdateBagOp(rel, "app", map[string]string{"k": fmt.Sprint(i)}))
+		last = mustApply(t, l.node, state.UpdateBagOp(rel, "app", map[string]string{"k": fmt.Sprint(i)}))
 	}
 	<-held
 	eventually(t, 10*time.Second, "raft to hand the entries to the held state machine", func() error {
@@ -803,7 +790,7 @@ func TestRestartedFromItsSnapshotIsCaughtUpWithoutNewCommands(t *testing.T) {
 	}
 	l := c.leader(10 * time.Second)
 	f := c.follower(l)
-	mustApply(t, l.node, EnsureRelationOp("peers", "p", true, "", ""))
+	mustApply(t, l.node, state.EnsureRelationOp("peers", "p", true, "", ""))
 	// A configuration entry after the last command: the follower's
 	// address, re-added unchanged.
 	if err := l.node.Raft().AddVoter(f.node.ID(), raft.ServerAddress(f.node.Advertise()), 0, 5*time.Second).Error(); err != nil {

@@ -2,35 +2,22 @@ package raftstore
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
-	"time"
 
-	iradix "github.com/hashicorp/go-immutable-radix/v2"
 	"github.com/hashicorp/raft"
-	"google.golang.org/protobuf/proto"
 
+	"github.com/bagkeeper/bagkeeper/raftstore/state"
 	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
 )
 
-// CommandVersion is the Command encoding version this build writes and the
-// newest it applies.
-const CommandVersion = 1
-
-// FSM is bagkeeper's raft state machine. It satisfies raft.FSM.
-//
-// Apply is deterministic: its outcome depends only on the current State and
-// the log entry (the command carries the leader's clock). Each applied entry
-// publishes a new immutable State; State returns the newest one without
-// locking, and Changed lets readers wait for the next.
+// FSM adapts the state machine (state.Machine) to raft: it hands it raft's
+// command entries, snapshots and restores it, and learns the committed
+// configurations. It satisfies raft.FSM and raft.ConfigurationStore.
 type FSM struct {
-	state atomic.Pointer[State]
-
-	mu      sync.Mutex
-	changed chan struct{} // closed and replaced on every publish
+	m *state.Machine
 
 	// fatal is called once if the log holds a command this build cannot
 	// apply. Apply then blocks until halt is closed, so the node never
@@ -55,35 +42,19 @@ type FSM struct {
 // NewFSM returns an empty state machine. fatal (may be nil) is told when
 // the log holds a command this build cannot apply.
 func NewFSM(fatal func(error)) *FSM {
-	f := &FSM{changed: make(chan struct{}), fatal: fatal, halt: make(chan struct{})}
-	f.state.Store(newState())
-	return f
+	return &FSM{m: state.NewMachine(), fatal: fatal, halt: make(chan struct{})}
 }
 
 // State returns the newest applied State.
-func (f *FSM) State() *State { return f.state.Load() }
+func (f *FSM) State() *state.State { return f.m.State() }
 
 // Changed returns a channel that is closed when a State newer than the
 // current one is published.
-func (f *FSM) Changed() <-chan struct{} {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.changed
-}
+func (f *FSM) Changed() <-chan struct{} { return f.m.Changed() }
 
 // WaitIndex blocks until the applied state has reached index, or ctx ends.
-func (f *FSM) WaitIndex(ctx context.Context, index uint64) (*State, error) {
-	for {
-		ch := f.Changed()
-		if s := f.State(); s.index >= index {
-			return s, nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for the local state to reach index %d (at %d): %w", index, f.State().index, ctx.Err())
-		}
-	}
+func (f *FSM) WaitIndex(ctx context.Context, index uint64) (*state.State, error) {
+	return f.m.WaitIndex(ctx, index)
 }
 
 // Halt releases an Apply blocked on a command it could not understand; used
@@ -102,15 +73,7 @@ func (f *FSM) StoreConfiguration(index uint64, cfg raft.Configuration) {
 // appliedIndex returns the index of the newest log entry that the state
 // machine has processed: a command, or a configuration.
 func (f *FSM) appliedIndex() uint64 {
-	return max(f.State().index, f.configIndex.Load())
-}
-
-func (f *FSM) publish(s *State) {
-	f.state.Store(s)
-	f.mu.Lock()
-	close(f.changed)
-	f.changed = make(chan struct{})
-	f.mu.Unlock()
+	return max(f.State().Index(), f.configIndex.Load())
 }
 
 // Apply implements raft.FSM. It returns a *storepb.Result.
@@ -118,27 +81,17 @@ func (f *FSM) Apply(l *raft.Log) any {
 	if f.halted.Load() {
 		return &storepb.Result{ErrorCode: storepb.ErrorCode_UNSUPPORTED, ErrorMessage: "state machine halted", Index: l.Index}
 	}
-	cur := f.State()
 	if l.Type != raft.LogCommand {
 		return nil
 	}
 	if hook := f.beforeApply.Load(); hook != nil {
 		(*hook)(l)
 	}
-	var cmd storepb.Command
-	if err := proto.Unmarshal(l.Data, &cmd); err != nil {
-		// Every member decodes the same bytes the same way, so refusing the
-		// entry keeps them in step.
-		res := &storepb.Result{ErrorCode: storepb.ErrorCode_INVALID, ErrorMessage: "undecodable command: " + err.Error(), Index: l.Index}
-		f.publish(cur.withIndex(l.Index))
-		return res
-	}
-	if cmd.GetVersion() == 0 || cmd.GetVersion() > CommandVersion || hasUnknownOp(&cmd) {
-		f.stop(fmt.Errorf("raft log entry %d holds a command of version %d, or an operation this bagkeeper does not know: upgrade this member to the version the rest of the cluster runs", l.Index, cmd.GetVersion()))
+	res, err := f.m.Apply(l.Index, l.Data)
+	if err != nil {
+		f.stop(fmt.Errorf("%w: upgrade this member to the version the rest of the cluster runs", err))
 		return &storepb.Result{ErrorCode: storepb.ErrorCode_UNSUPPORTED, ErrorMessage: "command needs a newer bagkeeper", Index: l.Index}
 	}
-	next, res := apply(cur, l.Index, &cmd)
-	f.publish(next)
 	return res
 }
 
@@ -150,87 +103,6 @@ func (f *FSM) stop(err error) {
 	<-f.halt
 }
 
-func hasUnknownOp(cmd *storepb.Command) bool {
-	for _, op := range cmd.GetOps() {
-		if op.GetOp() == nil {
-			return true
-		}
-	}
-	return false
-}
-
-// apply computes the State after cmd and the command's result.
-func apply(cur *State, index uint64, cmd *storepb.Command) (*State, *storepb.Result) {
-	now := time.Unix(0, cmd.GetTimeUnixNano()).UTC()
-	id := cmd.GetRequestId()
-	if id != "" {
-		if e, ok := cur.requests.Get([]byte(id)); ok {
-			var prev storepb.Result
-			if err := proto.Unmarshal(e.result, &prev); err == nil {
-				return cur.withIndex(index), &prev
-			}
-		}
-	}
-	t := newTxn(cur, index, now)
-	res := &storepb.Result{Index: index}
-	for i, op := range cmd.GetOps() {
-		r, err := t.applyOp(op)
-		if err != nil {
-			res = &storepb.Result{Index: index, ErrorCode: err.Code, ErrorMessage: err.Msg, FailedOp: int32(i)}
-			t = newTxn(cur, index, now)
-			break
-		}
-		res.Ops = append(res.Ops, r)
-	}
-	next := t.commit()
-	next.requests, next.reqByTime = recordRequest(cur, id, now, res)
-	return next, res
-}
-
-// recordRequest remembers the result of request id and forgets requests
-// older than RequestIDTTL.
-func recordRequest(cur *State, id string, now time.Time, res *storepb.Result) (*iradix.Tree[*requestEntry], *iradix.Tree[string]) {
-	reqs, byTime := cur.requests, cur.reqByTime
-	cutoff := now.Add(-RequestIDTTL).UnixNano()
-	if byTime.Len() > 0 {
-		it := byTime.Root().Iterator()
-		var stale [][]byte
-		var staleIDs []string
-		for k, v, ok := it.Next(); ok; k, v, ok = it.Next() {
-			if int64(binary.BigEndian.Uint64(k[:8])) >= cutoff {
-				break
-			}
-			stale = append(stale, k)
-			staleIDs = append(staleIDs, v)
-		}
-		if len(stale) > 0 {
-			rt, bt := reqs.Txn(), byTime.Txn()
-			for i := range stale {
-				bt.Delete(stale[i])
-				rt.Delete([]byte(staleIDs[i]))
-			}
-			reqs, byTime = rt.CommitOnly(), bt.CommitOnly()
-		}
-	}
-	if id == "" {
-		return reqs, byTime
-	}
-	enc, err := proto.Marshal(res)
-	if err != nil {
-		return reqs, byTime
-	}
-	ts := now.UnixNano()
-	reqs, _, _ = reqs.Insert([]byte(id), &requestEntry{time: ts, result: enc})
-	byTime, _, _ = byTime.Insert(append(numKey(ts), id...), id)
-	return reqs, byTime
-}
-
-func (s *State) withIndex(index uint64) *State {
-	c := *s
-	c.index = index
-	return &c
-}
-
 // Snapshot implements raft.FSM. It only captures the current immutable
 // State; the encoding happens in Persist, concurrently with Apply.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
@@ -240,18 +112,18 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 // Restore implements raft.FSM: it replaces all state with the snapshot's.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	s, err := ReadSnapshot(rc)
+	s, err := state.ReadSnapshot(rc)
 	if err != nil {
 		return fmt.Errorf("restoring snapshot: %w", err)
 	}
-	f.publish(s)
+	f.m.Restore(s)
 	return nil
 }
 
-type fsmSnapshot struct{ state *State }
+type fsmSnapshot struct{ state *state.State }
 
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	if err := WriteSnapshot(sink, s.state); err != nil {
+	if err := state.WriteSnapshot(sink, s.state); err != nil {
 		_ = sink.Cancel()
 		return fmt.Errorf("writing snapshot: %w", err)
 	}

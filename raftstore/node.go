@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/bagkeeper/bagkeeper/raftstore/peerpb"
+	"github.com/bagkeeper/bagkeeper/raftstore/state"
 	"github.com/bagkeeper/bagkeeper/raftstore/transport"
 )
 
@@ -102,7 +103,7 @@ type AutopilotConfig struct {
 }
 
 func (c *Config) setDefaults() error {
-	if !ValidAppName(c.App) {
+	if !state.ValidAppName(c.App) {
 		return fmt.Errorf("invalid application name %q: use lower-case letters, digits and hyphens, starting with a letter", c.App)
 	}
 	if c.Pod == "" {
@@ -321,13 +322,13 @@ func (n *Node) FreshDataDir() bool { return n.dir.Fresh }
 func (n *Node) Advertise() string { return n.cfg.Advertise }
 
 // State returns the newest applied state. It never blocks.
-func (n *Node) State() *State { return n.fsm.State() }
+func (n *Node) State() *state.State { return n.fsm.State() }
 
 // Changed returns a channel closed when a newer state is published.
 func (n *Node) Changed() <-chan struct{} { return n.fsm.Changed() }
 
 // WaitIndex waits until the local state has applied index.
-func (n *Node) WaitIndex(ctx context.Context, index uint64) (*State, error) {
+func (n *Node) WaitIndex(ctx context.Context, index uint64) (*state.State, error) {
 	return n.fsm.WaitIndex(ctx, index)
 }
 

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/bagkeeper/bagkeeper/raftstore/peerpb"
+	"github.com/bagkeeper/bagkeeper/raftstore/state"
 	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
 )
 
@@ -76,8 +77,8 @@ func (s *peerServer) Apply(ctx context.Context, req *peerpb.ApplyRequest) (*peer
 	if err := proto.Unmarshal(req.GetCommand(), &cmd); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "undecodable command: %v", err)
 	}
-	if cmd.GetVersion() == 0 || cmd.GetVersion() > CommandVersion || hasUnknownOp(&cmd) {
-		return nil, status.Errorf(codes.InvalidArgument, "command version %d or one of its operations is unknown to the leader (version %s): upgrade the leader first", cmd.GetVersion(), n.cfg.Version)
+	if err := state.CheckVersion(&cmd); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "%v (the leader runs bagkeeper %s): upgrade the leader first", err, n.cfg.Version)
 	}
 	if !n.IsLeader() {
 		if req.GetHops() > 0 {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/bagkeeper/bagkeeper/raftstore/peerpb"
+	"github.com/bagkeeper/bagkeeper/raftstore/state"
 	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
 )
 
@@ -30,10 +31,10 @@ var errNoLeader = errors.New("no raft leader is known")
 // *CommandError; other errors mean the outcome is unknown.
 func (n *Node) Apply(ctx context.Context, cmd *storepb.Command) (*storepb.Result, error) {
 	if cmd.GetVersion() == 0 {
-		cmd.Version = CommandVersion
+		cmd.Version = state.CommandVersion
 	}
 	if cmd.GetRequestId() == "" {
-		cmd.RequestId = NewRequestID()
+		cmd.RequestId = state.NewRequestID()
 	}
 	backoff := 5 * time.Millisecond
 	for {
@@ -42,7 +43,7 @@ func (n *Node) Apply(ctx context.Context, cmd *storepb.Command) (*storepb.Result
 			if _, werr := n.fsm.WaitIndex(ctx, res.GetIndex()); werr != nil {
 				return nil, werr
 			}
-			return res, resultError(res)
+			return res, state.ResultError(res)
 		}
 		if !retryable(err) {
 			return nil, err
@@ -85,8 +86,8 @@ func (n *Node) applyOnce(ctx context.Context, cmd *storepb.Command) (*storepb.Re
 // leader's clock is stamped into the command: it is the only time the
 // state machine ever reads.
 func (n *Node) applyLocal(ctx context.Context, cmd *storepb.Command) (*storepb.Result, error) {
-	if cmd.GetVersion() == 0 || cmd.GetVersion() > CommandVersion || hasUnknownOp(cmd) {
-		return nil, fmt.Errorf("command version %d or one of its operations is unknown to this bagkeeper: %w", cmd.GetVersion(), ErrUnsupported)
+	if err := state.CheckVersion(cmd); err != nil {
+		return nil, err
 	}
 	cmd.TimeUnixNano = n.cfg.Now().UnixNano()
 	b, err := proto.Marshal(cmd)

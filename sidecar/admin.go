@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/bagkeeper/bagkeeper/raftstore"
+	"github.com/bagkeeper/bagkeeper/raftstore/state"
 	"github.com/bagkeeper/bagkeeper/sidecar/adminpb"
 	"github.com/bagkeeper/bagkeeper/sidecar/unixsock"
 )
@@ -71,9 +72,9 @@ func (a *adminServer) Status(ctx context.Context, req *adminpb.StatusRequest) (*
 	for _, u := range st.Units() {
 		since := u.Claimed
 		switch u.State {
-		case raftstore.UnitReleased:
+		case state.UnitReleased:
 			since = u.Released
-		case raftstore.UnitRemoved:
+		case state.UnitRemoved:
 			since = u.Removed
 		}
 		pu := &adminpb.Unit{Name: u.Name, State: u.State.String(), Member: u.Member, Pod: u.Pod, SinceUnixNano: since.UnixNano(), Reason: u.Reason, HookError: st.UnitExtra(u.Name).HookError}
@@ -112,7 +113,7 @@ func (a *adminServer) GetBags(ctx context.Context, req *adminpb.GetBagsRequest) 
 		if !ok {
 			return nil, status.Errorf(codes.NotFound, "relation %d not found", req.GetRelationId())
 		}
-		rels = []*raftstore.Relation{r}
+		rels = []*state.Relation{r}
 	}
 	for _, r := range rels {
 		for _, b := range st.Bags(r.ID) {
@@ -126,7 +127,7 @@ func (a *adminServer) GetBags(ctx context.Context, req *adminpb.GetBagsRequest) 
 }
 
 func (a *adminServer) SetBag(ctx context.Context, req *adminpb.SetBagRequest) (*adminpb.SetBagResponse, error) {
-	res, err := a.s.node.Apply(ctx, raftstore.NewCommand(raftstore.UpdateBagOp(req.GetRelationId(), req.GetOwner(), req.GetSet(), req.GetDelete()...)))
+	res, err := a.s.node.Apply(ctx, state.NewCommand(state.UpdateBagOp(req.GetRelationId(), req.GetOwner(), req.GetSet(), req.GetDelete()...)))
 	if err != nil {
 		return nil, commandStatus(err)
 	}
@@ -134,7 +135,7 @@ func (a *adminServer) SetBag(ctx context.Context, req *adminpb.SetBagRequest) (*
 }
 
 func (a *adminServer) EnsureRelation(ctx context.Context, req *adminpb.EnsureRelationRequest) (*adminpb.EnsureRelationResponse, error) {
-	res, err := a.s.node.Apply(ctx, raftstore.NewCommand(raftstore.EnsureRelationOp(req.GetEndpoint(), req.GetInterface(), req.GetPeer(), req.GetRemoteApp(), req.GetRemoteEndpoint())))
+	res, err := a.s.node.Apply(ctx, state.NewCommand(state.EnsureRelationOp(req.GetEndpoint(), req.GetInterface(), req.GetPeer(), req.GetRemoteApp(), req.GetRemoteEndpoint())))
 	if err != nil {
 		return nil, commandStatus(err)
 	}
@@ -142,7 +143,7 @@ func (a *adminServer) EnsureRelation(ctx context.Context, req *adminpb.EnsureRel
 }
 
 func (a *adminServer) RemoveUnit(ctx context.Context, req *adminpb.RemoveUnitRequest) (*adminpb.RemoveUnitResponse, error) {
-	if _, err := a.s.node.Apply(ctx, raftstore.NewCommand(raftstore.RemoveUnitOp(req.GetUnit(), 0, "removed by an operator"))); err != nil {
+	if _, err := a.s.node.Apply(ctx, state.NewCommand(state.RemoveUnitOp(req.GetUnit(), 0, "removed by an operator"))); err != nil {
 		return nil, commandStatus(err)
 	}
 	a.s.log.Info("unit removed by an operator", "unit", req.GetUnit())
@@ -162,13 +163,13 @@ func (a *adminServer) RemoveMember(ctx context.Context, req *adminpb.RemoveMembe
 
 // commandStatus maps a command error onto a gRPC status the CLI can show.
 func commandStatus(err error) error {
-	var ce *raftstore.CommandError
+	var ce *state.CommandError
 	if errors.As(err, &ce) {
 		code := codes.FailedPrecondition
 		switch {
-		case errors.Is(err, raftstore.ErrNotFound):
+		case errors.Is(err, state.ErrNotFound):
 			code = codes.NotFound
-		case errors.Is(err, raftstore.ErrInvalid), errors.Is(err, raftstore.ErrTooLarge):
+		case errors.Is(err, state.ErrInvalid), errors.Is(err, state.ErrTooLarge):
 			code = codes.InvalidArgument
 		}
 		return status.Error(code, ce.Msg)

@@ -5,11 +5,10 @@ import (
 
 	gometrics "github.com/armon/go-metrics"
 	gmprom "github.com/armon/go-metrics/prometheus"
+	"github.com/bagkeeper/bagkeeper/raftstore/state"
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-
-	"github.com/bagkeeper/bagkeeper/raftstore"
 )
 
 // raft reports its own metrics (commit and apply times, RPC latencies,
@@ -96,11 +95,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(counts[raft.Nonvoter]), "nonvoter")
 	}
 	st := n.State()
-	units := map[raftstore.UnitState]int{}
+	units := map[state.UnitState]int{}
 	for _, u := range st.Units() {
 		units[u.State]++
 	}
-	for _, us := range []raftstore.UnitState{raftstore.UnitActive, raftstore.UnitReleased, raftstore.UnitRemoved} {
+	for _, us := range []state.UnitState{state.UnitActive, state.UnitReleased, state.UnitRemoved} {
 		ch <- prometheus.MustNewConstMetric(descUnits, prometheus.GaugeValue, float64(units[us]), us.String())
 	}
 	ch <- prometheus.MustNewConstMetric(descRelations, prometheus.GaugeValue, float64(len(st.Relations())))

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/bagkeeper/bagkeeper/raftstore"
+	"github.com/bagkeeper/bagkeeper/raftstore/state"
 	"github.com/bagkeeper/bagkeeper/raftstore/transport"
 	"github.com/bagkeeper/bagkeeper/sidecar/discovery"
 	"github.com/bagkeeper/bagkeeper/sidecar/unixsock"
@@ -115,7 +116,7 @@ func PodOrdinal(pod, app string) int64 {
 func (c *Config) Validate() error { return c.validate() }
 
 func (c *Config) validate() error {
-	if !raftstore.ValidAppName(c.App) {
+	if !state.ValidAppName(c.App) {
 		return fmt.Errorf("--app %q is not a valid application name (lower-case letters, digits and hyphens, starting with a letter)", c.App)
 	}
 	if c.Pod == "" {
@@ -383,7 +384,7 @@ func (s *Sidecar) shutdown(graceful bool) error {
 	if graceful {
 		if u := s.Unit(); u != "" {
 			rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
-			_, err := s.node.Apply(rctx, raftstore.NewCommand(raftstore.ReleaseUnitOp(u, string(s.node.ID()), "pod stopped")))
+			_, err := s.node.Apply(rctx, state.NewCommand(state.ReleaseUnitOp(u, string(s.node.ID()), "pod stopped")))
 			rcancel()
 			if err != nil {
 				s.log.Warn("could not release the unit; the leader releases it once this member stays unreachable", "unit", u, "err", err)

@@ -17,7 +17,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/bagkeeper/bagkeeper/raftstore"
+	"github.com/bagkeeper/bagkeeper/raftstore/state"
 	"github.com/bagkeeper/bagkeeper/sidecar/adminpb"
+	"github.com/bagkeeper/bagkeeper/test/wait"
 )
 
 func TestMain(m *testing.M) {
@@ -106,20 +108,7 @@ func get(t *testing.T, url string) (int, string) {
 
 func waitFor(t *testing.T, what string, cond func() error) {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		select {
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s: %v", what, err)
-		case <-tick.C:
-		}
-	}
+	wait.Until(t, 10*time.Second, what, cond)
 }
 
 func TestProbesMetricsAndAdminOfARunningSidecar(t *testing.T) {
@@ -180,7 +169,7 @@ func TestProbesMetricsAndAdminOfARunningSidecar(t *testing.T) {
 	}
 	done <- nil // for the cleanup
 	u, ok := s.Node().State().Unit("app/0")
-	if !ok || u.State != raftstore.UnitReleased || u.Reason != "pod stopped" {
+	if !ok || u.State != state.UnitReleased || u.Reason != "pod stopped" {
 		t.Fatalf("unit after graceful stop: %+v", u)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/bagkeeper/bagkeeper/raftstore"
+	"github.com/bagkeeper/bagkeeper/raftstore/state"
 )
 
 // claimLoop gets this pod its unit, and keeps watching it: a unit the
@@ -48,7 +49,7 @@ func (s *Sidecar) claimLoop(ctx context.Context) {
 func (s *Sidecar) claim(ctx context.Context, id string, ordinal int64) {
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	res, err := s.node.Apply(cctx, raftstore.NewCommand(raftstore.ClaimUnitOp(id, s.cfg.Pod, ordinal)))
+	res, err := s.node.Apply(cctx, state.NewCommand(state.ClaimUnitOp(id, s.cfg.Pod, ordinal)))
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Info("unit not claimed yet", "err", err)
@@ -69,12 +70,12 @@ func (s *Sidecar) claim(ctx context.Context, id string, ordinal int64) {
 	}
 }
 
-func isRemoved(st *raftstore.State, unit string) bool {
+func isRemoved(st *state.State, unit string) bool {
 	u, ok := st.Unit(unit)
-	return ok && u.State == raftstore.UnitRemoved
+	return ok && u.State == state.UnitRemoved
 }
 
-func unitReason(st *raftstore.State, unit string) string {
+func unitReason(st *state.State, unit string) string {
 	if u, ok := st.Unit(unit); ok {
 		return u.Reason
 	}
@@ -112,9 +113,9 @@ func (s *Sidecar) reapOnce(ctx context.Context) {
 	st := s.node.State()
 	for _, u := range st.Units() {
 		var op string
-		var cmd = raftstore.NewCommand()
+		var cmd = state.NewCommand()
 		switch u.State {
-		case raftstore.UnitActive:
+		case state.UnitActive:
 			if u.Member == string(s.node.ID()) {
 				continue
 			}
@@ -135,13 +136,13 @@ func (s *Sidecar) reapOnce(ctx context.Context) {
 				continue
 			}
 			op = "released"
-			cmd.Ops = append(cmd.Ops, raftstore.ReleaseUnitOp(u.Name, u.Member, "member "+u.Member+" unreachable since "+silent.UTC().Format(time.RFC3339)))
-		case raftstore.UnitReleased:
+			cmd.Ops = append(cmd.Ops, state.ReleaseUnitOp(u.Name, u.Member, "member "+u.Member+" unreachable since "+silent.UTC().Format(time.RFC3339)))
+		case state.UnitReleased:
 			if now.Sub(u.Released) < s.cfg.UnitRemoveAfter {
 				continue
 			}
 			op = "removed"
-			cmd.Ops = append(cmd.Ops, raftstore.RemoveUnitOp(u.Name, u.Released.UnixNano(), "released "+u.Released.UTC().Format(time.RFC3339)+" and not claimed for "+s.cfg.UnitRemoveAfter.String()))
+			cmd.Ops = append(cmd.Ops, state.RemoveUnitOp(u.Name, u.Released.UnixNano(), "released "+u.Released.UTC().Format(time.RFC3339)+" and not claimed for "+s.cfg.UnitRemoveAfter.String()))
 		default:
 			continue
 		}
@@ -151,7 +152,7 @@ func (s *Sidecar) reapOnce(ctx context.Context) {
 		switch {
 		case err == nil:
 			s.log.Info("unit "+op, "unit", u.Name, "holder", u.Member)
-		case errors.Is(err, raftstore.ErrConflict):
+		case errors.Is(err, state.ErrConflict):
 			// Claimed or changed meanwhile: nothing to do.
 		default:
 			s.log.Warn("unit duty failed", "unit", u.Name, "err", err)

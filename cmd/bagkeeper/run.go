@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/bagkeeper/bagkeeper/raftstore"
+	"github.com/bagkeeper/bagkeeper/raftstore/state"
 	"github.com/bagkeeper/bagkeeper/raftstore/transport"
 	"github.com/bagkeeper/bagkeeper/sidecar"
 )
@@ -150,7 +151,7 @@ func (f *runFlags) sidecarConfig(logger *slog.Logger) (sidecar.Config, error) {
 	if f.app == "" {
 		return c, usageErrorf("--app is required")
 	}
-	if !raftstore.ValidAppName(f.app) {
+	if !state.ValidAppName(f.app) {
 		return c, usageErrorf("--app %q is not a valid application name (lower-case letters, digits and hyphens, starting with a letter)", f.app)
 	}
 	if _, _, err := net.SplitHostPort(f.bind); err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bagkeeper/bagkeeper/test/wait"
 	"go.uber.org/goleak"
 )
 
@@ -23,15 +24,7 @@ const waitTimeout = 20 * time.Second
 // eventually polls cond until it holds or waitTimeout passes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
+	wait.Until(t, waitTimeout, what, wait.True(cond))
 }
 
 // logRecorder is a slog.Handler that keeps records for assertions.

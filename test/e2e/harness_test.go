@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -26,6 +27,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/bagkeeper/bagkeeper/sidecar/adminpb"
+	"github.com/bagkeeper/bagkeeper/test/wait"
 )
 
 const (
@@ -657,19 +659,12 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool
 
 // poll is waitFor returning an error; it may be used off the test goroutine.
 func poll(timeout time.Duration, what string, cond func() (bool, string)) error {
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		ok, state := cond()
-		if ok {
-			return nil
+	return wait.For(timeout, what, func() error {
+		if ok, state := cond(); !ok {
+			return errors.New(state)
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %v waiting for %s\nlast observed: %s", timeout, what, state)
-		}
-		<-tick.C
-	}
+		return nil
+	})
 }
 
 // holdFor checks cond for the whole of d and fails the test the first

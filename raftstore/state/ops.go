@@ -1,4 +1,4 @@
-package raftstore
+package state
 
 import (
 	"crypto/rand"
@@ -7,10 +7,10 @@ import (
 	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
 )
 
-// NewCommand wraps ops into a command with a fresh request id. The leader
-// stamps the time when it proposes the command.
+// NewCommand wraps ops into a command. The member that proposes it gives
+// it its request id, and the leader stamps the time.
 func NewCommand(ops ...*storepb.Op) *storepb.Command {
-	return &storepb.Command{Version: CommandVersion, RequestId: NewRequestID(), Ops: ops}
+	return &storepb.Command{Version: CommandVersion, Ops: ops}
 }
 
 // NewRequestID returns a random request id.

@@ -1,4 +1,4 @@
-package raftstore
+package state
 
 import (
 	"errors"
@@ -61,8 +61,8 @@ func opErr(code storepb.ErrorCode, format string, args ...any) *CommandError {
 	return &CommandError{Code: code, Msg: fmt.Sprintf(format, args...)}
 }
 
-// resultError turns a stored result into the error a caller sees.
-func resultError(r *storepb.Result) error {
+// ResultError turns a stored result into the error a caller sees.
+func ResultError(r *storepb.Result) error {
 	if r.GetErrorCode() == storepb.ErrorCode_OK {
 		return nil
 	}
