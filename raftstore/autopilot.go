@@ -297,7 +297,7 @@ func (n *Node) initCluster(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err := n.Apply(ctx, state.NewCommand(state.InitClusterOp(n.cfg.App, state.NewRequestID())))
+	_, err := n.Apply(ctx, state.NewCommand(state.InitClusterOp(n.cfg.App, state.NewID())))
 	if err == nil {
 		n.log.Info("cluster initialised", "app", n.cfg.App)
 	}

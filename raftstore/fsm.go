@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -27,6 +28,10 @@ type FSM struct {
 	halt     chan struct{}
 	haltOnce sync.Once
 	halted   atomic.Bool
+
+	// onCorrupt, if set, is told of a command entry whose checksum does not
+	// match (it is then not applied, and nothing after it is).
+	onCorrupt func(index uint64, err error)
 
 	// onConfiguration, if set, is told every committed raft configuration.
 	onConfiguration func(raft.Configuration)
@@ -88,19 +93,26 @@ func (f *FSM) Apply(l *raft.Log) any {
 		(*hook)(l)
 	}
 	res, err := f.m.Apply(l.Index, l.Data)
-	if err != nil {
-		f.stop(fmt.Errorf("%w: upgrade this member to the version the rest of the cluster runs", err))
+	switch {
+	case errors.Is(err, state.ErrCorrupt):
+		// Applying a damaged entry would serve a wrong value, and hand it
+		// on in snapshots: stop here, and let the member say why it does
+		// not serve.
+		f.halted.Store(true)
+		if f.onCorrupt != nil {
+			f.onCorrupt(l.Index, err)
+		}
+		<-f.halt
+		return &storepb.Result{ErrorCode: storepb.ErrorCode_INVALID, ErrorMessage: "damaged log entry", Index: l.Index}
+	case err != nil:
+		f.halted.Store(true)
+		if f.fatal != nil {
+			f.fatal(fmt.Errorf("%w: upgrade this member to the version the rest of the cluster runs", err))
+		}
+		<-f.halt
 		return &storepb.Result{ErrorCode: storepb.ErrorCode_UNSUPPORTED, ErrorMessage: "command needs a newer bagkeeper", Index: l.Index}
 	}
 	return res
-}
-
-func (f *FSM) stop(err error) {
-	f.halted.Store(true)
-	if f.fatal != nil {
-		f.fatal(err)
-	}
-	<-f.halt
 }
 
 // Snapshot implements raft.FSM. It only captures the current immutable

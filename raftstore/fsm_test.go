@@ -2,7 +2,9 @@ package raftstore
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"strings"
 	"testing"
 
@@ -13,42 +15,84 @@ import (
 	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
 )
 
-func TestUnknownCommandVersionHaltsApply(t *testing.T) {
-	var fatal error
-	fatalSeen := make(chan struct{})
-	f := NewFSM(func(err error) { fatal = err; close(fatalSeen) })
-	data, _ := proto.Marshal(&storepb.Command{Version: state.CommandVersion + 1})
+// haltedOn applies data at index 1 and checks that the state machine
+// stops there: Apply does not return until Halt, and the state does not
+// advance. report is what the FSM said, through fatal or onCorrupt.
+func haltedOn(t *testing.T, data []byte, corrupt bool) error {
+	t.Helper()
+	var reported error
+	seen := make(chan struct{})
+	f := NewFSM(func(err error) { reported = err; close(seen) })
+	f.onCorrupt = func(index uint64, err error) {
+		if !corrupt || index != 1 {
+			t.Errorf("onCorrupt(%d, %v)", index, err)
+		}
+		reported = err
+		close(seen)
+	}
 	done := make(chan any)
 	go func() { done <- f.Apply(&raft.Log{Type: raft.LogCommand, Index: 1, Data: data}) }()
-	<-fatalSeen
+	<-seen
 	select {
 	case <-done:
-		t.Fatal("Apply returned past a command it cannot apply")
+		t.Fatal("Apply returned past an entry it must not apply")
 	default:
-	}
-	if fatal == nil || !strings.Contains(fatal.Error(), "upgrade") {
-		t.Fatalf("fatal error %v", fatal)
 	}
 	f.Halt()
 	<-done
 	if f.State().Index() != 0 {
-		t.Fatal("state advanced past an unknown command")
+		t.Fatal("state advanced past the entry")
+	}
+	return reported
+}
+
+func TestUnknownCommandVersionHaltsApply(t *testing.T) {
+	data, _ := state.EncodeEntry(&storepb.Command{Version: state.CommandVersion + 1})
+	if err := haltedOn(t, data, false); err == nil || !strings.Contains(err.Error(), "upgrade") {
+		t.Fatalf("fatal error %v", err)
+	}
+	// An entry of the format before checksums existed: refused likewise.
+	old, _ := proto.Marshal(&storepb.Command{Version: 1})
+	if err := haltedOn(t, old, false); !errors.Is(err, state.ErrUnsupported) {
+		t.Fatalf("old format: %v", err)
+	}
+}
+
+func TestDamagedEntryIsNeverApplied(t *testing.T) {
+	data, _ := state.EncodeEntry(state.NewCommand(state.InitClusterOp("app", "c")))
+	for _, i := range []int{1, 2, 4, 5, len(data) - 1} {
+		bad := bytes.Clone(data)
+		bad[i] ^= 0x10
+		if err := haltedOn(t, bad, true); !errors.Is(err, state.ErrCorrupt) {
+			t.Fatalf("byte %d flipped: %v", i, err)
+		}
+	}
+	if err := haltedOn(t, data[:3], true); !errors.Is(err, state.ErrCorrupt) {
+		t.Fatalf("truncated envelope: %v", err)
 	}
 }
 
 func TestUndecodableCommandIsRefusedDeterministically(t *testing.T) {
 	f := NewFSM(nil)
-	res := f.Apply(&raft.Log{Type: raft.LogCommand, Index: 7, Data: []byte{0xff, 0xff}}).(*storepb.Result)
+	data := sealed([]byte{0xff, 0xff})
+	res := f.Apply(&raft.Log{Type: raft.LogCommand, Index: 7, Data: data}).(*storepb.Result)
 	if !errors.Is(state.ResultError(res), state.ErrInvalid) || f.State().Index() != 7 {
 		t.Fatalf("result %v index %d", res, f.State().Index())
 	}
+}
+
+// sealed puts body in an entry envelope with a correct checksum.
+func sealed(body []byte) []byte {
+	out := append([]byte{1, 0, 0, 0, 0}, body...)
+	binary.BigEndian.PutUint32(out[1:5], crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli)))
+	return out
 }
 
 func TestFSMRestoreReplacesAllState(t *testing.T) {
 	src := state.NewMachine()
 	apply := func(m *state.Machine, ops ...*storepb.Op) {
 		t.Helper()
-		data, err := proto.Marshal(state.NewCommand(ops...))
+		data, err := state.EncodeEntry(state.NewCommand(ops...))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -194,6 +194,14 @@ type Node struct {
 	fatalOnce sync.Once
 	fatalCh   chan error
 
+	// leaders signals leadership changes (see onLeader); session numbers
+	// this member's commands; damage, once set, says why this member must
+	// not serve (its log or state is damaged).
+	leaders  *leaderWatch
+	observer *raft.Observer
+	session  *clientSession
+	damage   atomic.Pointer[Damage]
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -212,9 +220,11 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, dir: dir, id: dir.Identity.ServerID(), book: newAddressBook(), fatalCh: make(chan error, 1), throttle: map[string]time.Time{}, nudgeCh: make(chan struct{}, 1)}
+	n := &Node{cfg: cfg, dir: dir, id: dir.Identity.ServerID(), book: newAddressBook(), fatalCh: make(chan error, 1), throttle: map[string]time.Time{}, nudgeCh: make(chan struct{}, 1),
+		leaders: newLeaderWatch(), session: newClientSession()}
 	n.log = cfg.Logger.With("member", string(n.id))
 	n.fsm = NewFSM(n.fail)
+	n.fsm.onCorrupt = n.markDamaged
 	n.fsm.onConfiguration = n.book.mergeConfiguration
 	if l, ok := cfg.RaftLayer.(interface{ SetLocalID(string) }); ok {
 		l.SetLocalID(string(n.id))
@@ -237,7 +247,7 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("snapshot store in %s: %w", dir.RaftPath(), err)
 	}
-	logs, err := raft.NewLogCache(512, n.bolt)
+	logs, err := raft.NewLogCache(512, &checkedLogStore{LogStore: n.bolt, onDamage: n.markDamaged})
 	if err != nil {
 		return nil, err
 	}
@@ -275,7 +285,17 @@ func Open(cfg Config) (*Node, error) {
 	n.grpc = grpc.NewServer()
 	peerpb.RegisterPeerServer(n.grpc, &peerServer{n: n})
 	n.ctx, n.cancel = context.WithCancel(context.Background())
-	n.wg.Add(4)
+	obs := make(chan raft.Observation, 64)
+	n.observer = raft.NewObserver(obs, false, func(o *raft.Observation) bool {
+		switch o.Data.(type) {
+		case raft.LeaderObservation, raft.RaftState:
+			return true
+		}
+		return false
+	})
+	n.raft.RegisterObserver(n.observer)
+	n.wg.Add(5)
+	go func() { defer n.wg.Done(); n.watchLeader(n.ctx, obs) }()
 	go func() { defer n.wg.Done(); n.runNudger(n.ctx) }()
 	go func() {
 		defer n.wg.Done()
@@ -453,6 +473,7 @@ func (n *Node) Shutdown(ctx context.Context, leave bool) error {
 				n.log.Warn("leaving the cluster failed; the leader removes this member once it is found dead", "err", err)
 			}
 		}
+		n.raft.DeregisterObserver(n.observer)
 		n.cancel()
 		if n.fsm.halted.Load() {
 			// The state machine is stopped on an entry it cannot apply:
@@ -498,4 +519,46 @@ func (n *Node) otherVoters() int {
 		}
 	}
 	return c
+}
+
+// ErrDamaged is wrapped by the error of a call on a member whose log or
+// state is damaged.
+var ErrDamaged = errors.New("this member's raft store is damaged")
+
+// Damage says why a member must not serve: part of its raft log or state
+// does not match its checksum.
+type Damage struct {
+	// Index is the raft index of the damaged entry (0 for a snapshot).
+	Index uint64
+	Cause string
+	Since time.Time
+}
+
+func (d Damage) String() string {
+	return fmt.Sprintf("raft log entry %d is damaged (%s) since %s: this member serves nothing; move its data dir away and restart it to rejoin as a new member", d.Index, d.Cause, d.Since.UTC().Format(time.RFC3339))
+}
+
+// Damaged reports whether this member found its log or state damaged.
+func (n *Node) Damaged() (Damage, bool) {
+	if d := n.damage.Load(); d != nil {
+		return *d, true
+	}
+	return Damage{}, false
+}
+
+// markDamaged records that the entry at index is damaged: the member stops
+// serving (it is never ready again), and a leader hands leadership over.
+func (n *Node) markDamaged(index uint64, err error) {
+	d := &Damage{Index: index, Cause: err.Error(), Since: n.cfg.Now()}
+	if !n.damage.CompareAndSwap(nil, d) {
+		return
+	}
+	n.log.Error("damaged raft log entry: this member stops serving", "index", index, "err", err)
+	if n.raft != nil && n.IsLeader() {
+		go func() {
+			if err := n.raft.LeadershipTransfer().Error(); err != nil {
+				n.log.Warn("handing leadership over from a damaged member", "err", err)
+			}
+		}()
+	}
 }

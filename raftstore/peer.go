@@ -80,13 +80,23 @@ func (s *peerServer) Apply(ctx context.Context, req *peerpb.ApplyRequest) (*peer
 	if err := state.CheckVersion(&cmd); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "%v (the leader runs bagkeeper %s): upgrade the leader first", err, n.cfg.Version)
 	}
-	if !n.IsLeader() {
-		if req.GetHops() > 0 {
-			return nil, status.Error(codes.Unavailable, "not the leader")
-		}
-		return s.forwardApply(ctx, req)
-	}
-	res, err := n.applyLocal(ctx, &cmd)
+	var res *storepb.Result
+	err := s.relay(ctx, req.GetHops(), leaderCall{
+		what: "command",
+		local: func(ctx context.Context) error {
+			r, err := n.propose(ctx, &cmd)
+			res = r
+			return err
+		},
+		remote: func(ctx context.Context, c peerpb.PeerClient) error {
+			resp, err := c.Apply(ctx, &peerpb.ApplyRequest{Command: req.GetCommand(), Hops: req.GetHops() + 1})
+			if err != nil {
+				return err
+			}
+			res = &storepb.Result{}
+			return proto.Unmarshal(resp.GetResult(), res)
+		},
+	})
 	if err != nil {
 		return nil, raftStatus(err)
 	}
@@ -98,12 +108,18 @@ func (s *peerServer) Apply(ctx context.Context, req *peerpb.ApplyRequest) (*peer
 	return &peerpb.ApplyResponse{Result: b}, nil
 }
 
-func (s *peerServer) forwardApply(ctx context.Context, req *peerpb.ApplyRequest) (*peerpb.ApplyResponse, error) {
-	c, err := s.n.leaderClient()
-	if err != nil {
-		return nil, status.Error(codes.Unavailable, err.Error())
+// relay runs a call that reached this member on the leader: here if this
+// member leads, or, for a call that has not been relayed yet, on the
+// leader this member knows (a caller's view of the leader may be a moment
+// old). A relayed call is not relayed again.
+func (s *peerServer) relay(ctx context.Context, hops uint32, call leaderCall) error {
+	if s.n.IsLeader() {
+		return call.local(ctx)
 	}
-	return c.Apply(ctx, &peerpb.ApplyRequest{Command: req.GetCommand(), Hops: req.GetHops() + 1})
+	if hops > 0 {
+		return status.Error(codes.Unavailable, "not the leader")
+	}
+	return s.n.onLeader(ctx, call)
 }
 
 func (s *peerServer) Join(ctx context.Context, req *peerpb.JoinRequest) (*peerpb.JoinResponse, error) {
@@ -118,48 +134,62 @@ func (s *peerServer) Join(ctx context.Context, req *peerpb.JoinRequest) (*peerpb
 		return nil, status.Errorf(codes.InvalidArgument, "join from %s: address %q is not host:port", req.GetServerId(), req.GetAddress())
 	}
 	n.book.learn(raft.ServerID(req.GetServerId()), raft.ServerAddress(req.GetAddress()))
-	if !n.IsLeader() {
-		if req.GetHops() > 0 {
-			return nil, status.Error(codes.Unavailable, "not the leader")
-		}
-		c, err := n.leaderClient()
-		if err != nil {
-			return nil, status.Error(codes.Unavailable, err.Error())
-		}
-		fwd := proto.Clone(req).(*peerpb.JoinRequest)
-		fwd.Hops++
-		return c.Join(ctx, fwd)
-	}
-	outcome, err := n.admit(raft.ServerID(req.GetServerId()), raft.ServerAddress(req.GetAddress()))
+	var resp *peerpb.JoinResponse
+	err := s.relay(ctx, req.GetHops(), leaderCall{
+		what: "join of " + req.GetServerId(),
+		local: func(ctx context.Context) error {
+			outcome, err := n.admit(raft.ServerID(req.GetServerId()), raft.ServerAddress(req.GetAddress()))
+			resp = &peerpb.JoinResponse{Outcome: outcome, LeaderId: string(n.id)}
+			return err
+		},
+		remote: func(ctx context.Context, c peerpb.PeerClient) error {
+			fwd := proto.Clone(req).(*peerpb.JoinRequest)
+			fwd.Hops++
+			r, err := c.Join(ctx, fwd)
+			resp = r
+			return err
+		},
+	})
 	if err != nil {
-		return nil, err
+		return nil, asStatus(err)
 	}
-	return &peerpb.JoinResponse{Outcome: outcome, LeaderId: string(n.id)}, nil
+	return resp, nil
 }
 
 func (s *peerServer) Leave(ctx context.Context, req *peerpb.LeaveRequest) (*peerpb.LeaveResponse, error) {
-	n := s.n
 	id := raft.ServerID(req.GetServerId())
-	if !n.IsLeader() {
-		if req.GetHops() > 0 {
-			return nil, status.Error(codes.Unavailable, "not the leader")
-		}
-		c, err := n.leaderClient()
-		if err != nil {
-			return nil, status.Error(codes.Unavailable, err.Error())
-		}
-		return c.Leave(ctx, &peerpb.LeaveRequest{ServerId: req.GetServerId(), Hops: req.GetHops() + 1})
+	err := s.relay(ctx, req.GetHops(), s.n.removeCall(id, req.GetHops()))
+	if err != nil {
+		return nil, asStatus(err)
 	}
+	return &peerpb.LeaveResponse{}, nil
+}
+
+// removeCall removes member id from the configuration, on the leader.
+func (n *Node) removeCall(id raft.ServerID, hops uint32) leaderCall {
+	return leaderCall{
+		what:  "removal of " + string(id),
+		local: func(ctx context.Context) error { return n.removeOnLeader(ctx, id) },
+		remote: func(ctx context.Context, c peerpb.PeerClient) error {
+			_, err := c.Leave(ctx, &peerpb.LeaveRequest{ServerId: string(id), Hops: hops + 1})
+			return err
+		},
+	}
+}
+
+// removeOnLeader removes member id; this member leads. The leader cannot
+// remove itself: it hands leadership over, and the caller retries on the
+// next leader. A voter is removed only while a quorum of healthy voters
+// remains.
+func (n *Node) removeOnLeader(ctx context.Context, id raft.ServerID) error {
 	if id == n.id {
-		// The leader cannot remove itself: hand leadership over and let the
-		// caller retry with the next leader.
 		if err := n.raft.LeadershipTransfer().Error(); err != nil {
-			return nil, status.Errorf(codes.Unavailable, "handing leadership over before removing %s: %v", id, err)
+			return status.Errorf(codes.Unavailable, "handing leadership over before removing %s: %v", id, err)
 		}
-		return nil, status.Errorf(codes.Unavailable, "leadership handed over so that %s can be removed; retry", id)
+		return status.Errorf(codes.Unavailable, "leadership handed over so that %s can be removed; retry", id)
 	}
 	if err := n.checkRemovable(ctx, id); err != nil {
-		return nil, err
+		return err
 	}
 	n.membership.Lock()
 	defer n.membership.Unlock()
@@ -174,10 +204,19 @@ func (s *peerServer) Leave(ctx context.Context, req *peerpb.LeaveRequest) (*peer
 		}
 	}
 	if err := n.raft.RemoveServer(id, 0, 10*time.Second).Error(); err != nil {
-		return nil, raftStatus(err)
+		return raftStatus(err)
 	}
 	n.log.Info("member removed from the configuration", "removed", string(id))
-	return &peerpb.LeaveResponse{}, nil
+	return nil
+}
+
+// asStatus passes gRPC statuses through and maps other errors as
+// raftStatus does.
+func asStatus(err error) error {
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	return raftStatus(err)
 }
 
 // checkRemovable refuses to remove a voter when the healthy voters left
@@ -272,25 +311,11 @@ func (n *Node) promoteReplacement(ctx context.Context, leaving raft.ServerID) (r
 // is the one to go. A voter is removed only while a quorum of healthy
 // voters remains.
 func (n *Node) RemoveMember(ctx context.Context, id raft.ServerID) error {
-	var lastErr error
-	for {
-		c, err := n.leaderClient()
-		if err == nil {
-			_, err = c.Leave(ctx, &peerpb.LeaveRequest{ServerId: string(id)})
-			if err == nil {
-				return nil
-			}
-			if s, ok := status.FromError(err); ok && (s.Code() == codes.NotFound || s.Code() == codes.FailedPrecondition) {
-				return fmt.Errorf("%s", s.Message())
-			}
-		}
-		lastErr = err
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("removing %s: %w (last attempt: %v)", id, ctx.Err(), lastErr)
-		case <-time.After(100 * time.Millisecond):
-		}
+	err := n.onLeader(ctx, n.removeCall(id, 0))
+	if s, ok := status.FromError(err); ok && (s.Code() == codes.NotFound || s.Code() == codes.FailedPrecondition) {
+		return fmt.Errorf("%s", s.Message())
 	}
+	return err
 }
 
 // admit adds a joining member as a non-voter, or updates its address. It
@@ -348,14 +373,6 @@ func (n *Node) admit(id raft.ServerID, addr raft.ServerAddress) (string, error) 
 	return "added", nil
 }
 
-// leaderClient returns a peer API client for the current leader.
-func (n *Node) leaderClient() (peerpb.PeerClient, error) {
-	id, addr := n.Leader()
-	if addr == "" {
-		return nil, errNoLeader
-	}
-	return n.peers.get(n.addressOf(id, addr))
-}
 
 // leave asks the leader to remove this member.
 func (n *Node) leave(ctx context.Context) error {

@@ -2,13 +2,10 @@ package raftstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"sync"
 	"time"
 
-	"github.com/hashicorp/raft"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/bagkeeper/bagkeeper/raftstore/peerpb"
@@ -16,81 +13,75 @@ import (
 	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
 )
 
-// errNoLeader is returned (and retried) while no leader is known.
-var errNoLeader = errors.New("no raft leader is known")
-
 // Apply commits cmd through raft and returns its result once the LOCAL
 // state machine has applied it, so a read right after Apply sees the write
 // (read-your-writes) on any member. A follower forwards the command to the
-// leader over the peer API.
+// leader (see onLeader).
 //
-// When the outcome is uncertain (leadership lost, leader unreachable) the
-// command is retried with the same request id until ctx ends; the state
-// machine applies a request id once, so a retry never applies twice.
-// A command the state machine refused returns its result together with a
-// *CommandError; other errors mean the outcome is unknown.
+// The command is numbered in this member's client session; every attempt
+// carries the same number, so the state machine applies it at most once,
+// however many attempts reached a leader. A command the state machine
+// refused returns its result together with a *state.CommandError; a
+// *NotCommittedError means the outcome is unknown.
 func (n *Node) Apply(ctx context.Context, cmd *storepb.Command) (*storepb.Result, error) {
 	if cmd.GetVersion() == 0 {
 		cmd.Version = state.CommandVersion
 	}
-	if cmd.GetRequestId() == "" {
-		cmd.RequestId = state.NewRequestID()
+	if err := state.CheckVersion(cmd); err != nil {
+		return nil, err
 	}
-	backoff := 5 * time.Millisecond
-	for {
-		res, err := n.applyOnce(ctx, cmd)
-		if err == nil {
-			if _, werr := n.fsm.WaitIndex(ctx, res.GetIndex()); werr != nil {
-				return nil, werr
+	if d, ok := n.Damaged(); ok {
+		return nil, fmt.Errorf("%w: %s", ErrDamaged, d)
+	}
+	seq := n.session.begin()
+	defer n.session.end(seq)
+	var res *storepb.Result
+	call := leaderCall{
+		what: "command",
+		local: func(ctx context.Context) error {
+			c := proto.Clone(cmd).(*storepb.Command)
+			c.Client = n.session.request(seq)
+			r, err := n.propose(ctx, c)
+			res = r
+			return err
+		},
+		remote: func(ctx context.Context, pc peerpb.PeerClient) error {
+			c := proto.Clone(cmd).(*storepb.Command)
+			c.Client = n.session.request(seq)
+			b, err := proto.Marshal(c)
+			if err != nil {
+				return err
 			}
-			return res, state.ResultError(res)
-		}
-		if !retryable(err) {
-			return nil, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("command not confirmed: %w (last attempt: %v)", ctx.Err(), err)
-		case <-n.ctx.Done():
-			return nil, raft.ErrRaftShutdown
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 200*time.Millisecond)
+			resp, err := pc.Apply(ctx, &peerpb.ApplyRequest{Command: b})
+			if err != nil {
+				return err
+			}
+			var r storepb.Result
+			if err := proto.Unmarshal(resp.GetResult(), &r); err != nil {
+				return fmt.Errorf("the leader sent an undecodable result: %w", err)
+			}
+			res = &r
+			return nil
+		},
 	}
+	if err := n.onLeader(ctx, call); err != nil {
+		return nil, err
+	}
+	if _, err := n.fsm.WaitIndex(ctx, res.GetIndex()); err != nil {
+		return nil, err
+	}
+	return res, state.ResultError(res)
 }
 
-func (n *Node) applyOnce(ctx context.Context, cmd *storepb.Command) (*storepb.Result, error) {
-	if n.IsLeader() {
-		return n.applyLocal(ctx, cmd)
-	}
-	c, err := n.leaderClient()
-	if err != nil {
-		return nil, err
-	}
-	b, err := proto.Marshal(cmd)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.Apply(ctx, &peerpb.ApplyRequest{Command: b})
-	if err != nil {
-		return nil, err
-	}
-	var res storepb.Result
-	if err := proto.Unmarshal(resp.GetResult(), &res); err != nil {
-		return nil, fmt.Errorf("the leader sent an undecodable result: %w", err)
-	}
-	return &res, nil
-}
-
-// applyLocal proposes cmd on this member, which must be the leader. The
-// leader's clock is stamped into the command: it is the only time the
-// state machine ever reads.
-func (n *Node) applyLocal(ctx context.Context, cmd *storepb.Command) (*storepb.Result, error) {
+// propose proposes cmd on this member, which must be the leader, and waits
+// until it is applied here. The leader's clock is stamped into the command:
+// it is the only time the state machine ever reads.
+func (n *Node) propose(ctx context.Context, cmd *storepb.Command) (*storepb.Result, error) {
 	if err := state.CheckVersion(cmd); err != nil {
 		return nil, err
 	}
 	cmd.TimeUnixNano = n.cfg.Now().UnixNano()
-	b, err := proto.Marshal(cmd)
+	b, err := state.EncodeEntry(cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -112,35 +103,44 @@ func (n *Node) applyLocal(ctx context.Context, cmd *storepb.Command) (*storepb.R
 	return res, nil
 }
 
-// retryable reports whether an Apply attempt failed in a way that leaves
-// the outcome to a retry with the same request id.
-func retryable(err error) bool {
-	switch {
-	case errors.Is(err, errNoLeader),
-		errors.Is(err, raft.ErrNotLeader),
-		errors.Is(err, raft.ErrLeadershipLost),
-		errors.Is(err, raft.ErrLeadershipTransferInProgress),
-		errors.Is(err, raft.ErrAbortedByRestore):
-		return true
-	}
-	if s, ok := status.FromError(err); ok {
-		switch s.Code() {
-		case codes.Unavailable, codes.Aborted:
-			return true
-		}
-	}
-	return false
+// clientSession numbers this member's commands (see state/session.go).
+type clientSession struct {
+	id      string
+	mu      sync.Mutex
+	next    uint64
+	pending map[uint64]bool
 }
 
-// raftStatus maps a raft error to the gRPC status a forwarding member sees.
-func raftStatus(err error) error {
-	if retryable(err) {
-		return status.Error(codes.Unavailable, err.Error())
+func newClientSession() *clientSession {
+	return &clientSession{id: state.NewID(), next: 1, pending: map[uint64]bool{}}
+}
+
+// begin numbers a new command.
+func (s *clientSession) begin() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seq := s.next
+	s.next++
+	s.pending[seq] = true
+	return seq
+}
+
+// end records that the command's caller stopped waiting for it.
+func (s *clientSession) end(seq uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.pending, seq)
+}
+
+// request identifies command seq, with the lowest number still pending.
+func (s *clientSession) request(seq uint64) *storepb.ClientRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lowest := seq
+	for p := range s.pending {
+		lowest = min(lowest, p)
 	}
-	if errors.Is(err, raft.ErrRaftShutdown) {
-		return status.Error(codes.Unavailable, "member is shutting down")
-	}
-	return status.Error(codes.Internal, err.Error())
+	return &storepb.ClientRequest{ClientId: s.id, Sequence: seq, LowestPending: lowest}
 }
 
 // nudge asks the leader to tell followers the new commit index now.

@@ -26,9 +26,6 @@ const (
 	MaxLeaderSettingsSize = 16 << 20
 	// MaxCursorSize bounds an event-delivery cursor.
 	MaxCursorSize = 1 << 20
-	// RequestIDTTL is how long an applied request id is remembered. A retry
-	// arriving later than this is applied again.
-	RequestIDTTL = 10 * time.Minute
 )
 
 // txn builds the next State from the current one. Tables are copied on
@@ -47,6 +44,7 @@ type txn struct {
 	cursors   *iradix.Txn[[]byte]
 	statuses  *iradix.Txn[*Status]
 	extras    *iradix.Txn[*UnitExtra]
+	claimants *iradix.Txn[*Claimant]
 }
 
 func newTxn(base *State, index uint64, now time.Time) *txn {
@@ -101,6 +99,13 @@ func (t *txn) statusTxn() *iradix.Txn[*Status] {
 		t.statuses = t.base.statuses.Txn()
 	}
 	return t.statuses
+}
+
+func (t *txn) claimantTxn() *iradix.Txn[*Claimant] {
+	if t.claimants == nil {
+		t.claimants = t.base.claimants.Txn()
+	}
+	return t.claimants
 }
 
 func (t *txn) extraTxn() *iradix.Txn[*UnitExtra] {
@@ -192,6 +197,9 @@ func (t *txn) commit() *State {
 	if t.extras != nil {
 		s.extras = t.extras.CommitOnly()
 	}
+	if t.claimants != nil {
+		s.claimants = t.claimants.CommitOnly()
+	}
 	return &s
 }
 
@@ -237,6 +245,8 @@ func (t *txn) applyOp(op *storepb.Op) (*storepb.OpResult, *CommandError) {
 		return t.updatePorts(o.UpdatePorts)
 	case *storepb.Op_ReleaseLease:
 		return t.releaseLease(o.ReleaseLease)
+	case *storepb.Op_ForgetClaimant:
+		return t.forgetClaimant(o.ForgetClaimant)
 	}
 	return nil, opErr(storepb.ErrorCode_UNSUPPORTED, "unknown operation (written by a newer bagkeeper?)")
 }
@@ -383,13 +393,18 @@ func (t *txn) claimUnit(o *storepb.ClaimUnit) (*storepb.OpResult, *CommandError)
 	}
 	// Without an ordinal: the member's own unit, then one held by an
 	// earlier incarnation of the same pod, then the unit released longest
-	// ago, then a new number.
+	// ago, then a new number while the scale allows one.
 	var samePod, oldest *Unit
+	live := 0
 	it := t.unitRoot().Iterator()
 	for _, u, ok := it.Next(); ok; _, u, ok = it.Next() {
+		if u.State != UnitRemoved {
+			live++
+		}
 		switch {
 		case u.State == UnitRemoved:
 		case u.State == UnitActive && u.Member == o.GetMemberId():
+			t.claimantTxn().Delete([]byte(o.GetMemberId()))
 			return &storepb.OpResult{Unit: u.Name}, nil
 		case u.Pod == o.GetPod():
 			if samePod == nil || (u.State == UnitActive && samePod.State != UnitActive) {
@@ -406,20 +421,38 @@ func (t *txn) claimUnit(o *storepb.ClaimUnit) (*storepb.OpResult, *CommandError)
 		return t.claimNumber(o, samePod.Number)
 	case oldest != nil:
 		return t.claimNumber(o, oldest.Number)
+	case o.GetScale() > 0 && live >= int(o.GetScale()):
+		// Every unit the application may have is active: wait for one to
+		// be released (or taken over from an unreachable holder).
+		c := &Claimant{Member: o.GetMemberId(), Pod: o.GetPod(), Since: t.now}
+		if old, ok := t.claimantTxn().Get([]byte(o.GetMemberId())); ok {
+			c.Since = old.Since
+		}
+		t.claimantTxn().Insert([]byte(o.GetMemberId()), c)
+		return &storepb.OpResult{Waiting: true}, nil
 	}
 	return t.claimNumber(o, t.readMeta().nextUnit)
 }
 
 // claimNumber makes unit n active and held by the claiming member,
-// creating it or bringing a removed unit back with no data.
+// creating it or bringing a removed unit back with no data. A claim that
+// changes the unit's holder, or makes it active again, starts a new epoch.
 func (t *txn) claimNumber(o *storepb.ClaimUnit, n int64) (*storepb.OpResult, *CommandError) {
 	app := t.readMeta().app
 	name := UnitName(app, n)
+	t.claimantTxn().Delete([]byte(o.GetMemberId()))
 	old, exists := t.getUnit(n)
 	if exists && old.State == UnitActive && old.Member == o.GetMemberId() && old.Pod == o.GetPod() && old.ByOrdinal == (o.GetOrdinal() >= 0) {
 		return &storepb.OpResult{Unit: name}, nil
 	}
-	u := &Unit{Name: name, Number: n, State: UnitActive, Member: o.GetMemberId(), Pod: o.GetPod(), Created: t.now, Claimed: t.now, ByOrdinal: o.GetOrdinal() >= 0}
+	u := &Unit{Name: name, Number: n, State: UnitActive, Member: o.GetMemberId(), Pod: o.GetPod(), Created: t.now, Claimed: t.now, ByOrdinal: o.GetOrdinal() >= 0, Epoch: 1}
+	if exists {
+		u.Epoch = old.Epoch + 1
+		if old.State == UnitActive && old.Member == o.GetMemberId() {
+			// The same holder, claiming it another way: not a new claim.
+			u.Epoch, u.Claimed = old.Epoch, old.Claimed
+		}
+	}
 	if exists && old.State != UnitRemoved {
 		u.Created = old.Created
 	} else if exists {
@@ -432,6 +465,27 @@ func (t *txn) claimNumber(o *storepb.ClaimUnit, n int64) (*storepb.OpResult, *Co
 		t.m().nextUnit = n + 1
 	}
 	return &storepb.OpResult{Unit: name}, nil
+}
+
+func (t *txn) forgetClaimant(o *storepb.ForgetClaimant) (*storepb.OpResult, *CommandError) {
+	t.claimantTxn().Delete([]byte(o.GetMemberId()))
+	return &storepb.OpResult{}, nil
+}
+
+// checkFence refuses a command made for a unit holder that no longer holds
+// the unit under the same claim.
+func (t *txn) checkFence(f *storepb.Fence) *CommandError {
+	u, err := t.lookupUnit(f.GetUnit())
+	if err != nil {
+		return &CommandError{Code: storepb.ErrorCode_FENCED, Msg: err.Msg}
+	}
+	switch {
+	case u.State != UnitActive:
+		return opErr(storepb.ErrorCode_FENCED, "unit %s is %s (%s): %s no longer holds it", u.Name, u.State, u.Reason, f.GetMemberId())
+	case u.Member != f.GetMemberId() || u.Epoch != f.GetEpoch():
+		return opErr(storepb.ErrorCode_FENCED, "unit %s was taken over: it is held by %s under claim %d, not by %s under claim %d", u.Name, u.Member, u.Epoch, f.GetMemberId(), f.GetEpoch())
+	}
+	return nil
 }
 
 // forgetUnitData deletes a unit's bags, charm state and cursor.

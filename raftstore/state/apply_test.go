@@ -66,11 +66,11 @@ func TestBatchAppliesAllOrNothing(t *testing.T) {
 
 func strip(d string) string { return d[strings.Index(d, " "):] }
 
-func TestRetriedRequestIsAppliedOnce(t *testing.T) {
+func TestRetriedCommandIsAppliedOnce(t *testing.T) {
 	m := statetest.New(t, "app")
-	r1 := cmd(m, "req-1", state.ClaimUnitOp("m1", "web-abc", -1))
-	r2 := cmd(m, "req-1", state.ClaimUnitOp("m1", "web-abc", -1))
-	r3 := cmd(m, "req-2", state.ClaimUnitOp("m2", "web-def", -1))
+	r1 := cmd(m, req("c1", 1, 1), state.ClaimUnitOp("m1", "web-abc", -1))
+	r2 := cmd(m, req("c1", 1, 1), state.ClaimUnitOp("m1", "web-abc", -1))
+	r3 := cmd(m, req("c2", 1, 1), state.ClaimUnitOp("m2", "web-def", -1))
 	if !proto.Equal(r1, r2) {
 		t.Fatalf("retry returned a different result: %v vs %v", r1, r2)
 	}
@@ -80,29 +80,52 @@ func TestRetriedRequestIsAppliedOnce(t *testing.T) {
 	if r3.GetOps()[0].GetUnit() != "app/1" {
 		t.Fatalf("second claim got %s", r3.GetOps()[0].GetUnit())
 	}
-	// A failed command is remembered as failed too.
-	f1 := cmd(m, "req-3", state.RemoveRelationOp(42))
-	m.Relation("peers", "iface") // would not change req-3's outcome anyway
-	f2 := cmd(m, "req-3", state.RemoveRelationOp(42))
-	if !proto.Equal(f1, f2) || state.ResultError(f2) == nil {
-		t.Fatalf("failed request retry: %v vs %v", f1, f2)
+	// A failed command is remembered as failed too, and commands of one
+	// client in flight together are each answered with their own result.
+	f1 := cmd(m, req("c1", 2, 2), state.RemoveRelationOp(42))
+	rel := cmd(m, req("c1", 3, 2), state.EnsureRelationOp("peers", "iface", true, "", "")).GetOps()[0].GetRelationId()
+	f2 := cmd(m, req("c1", 2, 2), state.RemoveRelationOp(rel)) // a retry of 2: not applied, even though it could be now
+	if !proto.Equal(f1, f2) || !errors.Is(state.ResultError(f2), state.ErrNotFound) {
+		t.Fatalf("failed command's retry: %v vs %v", f1, f2)
+	}
+	if _, ok := m.State().Relation(rel); !ok {
+		t.Fatal("a retry was applied again")
+	}
+	// Once the client says it has the answers below 4, a late duplicate of
+	// 2 is refused without being applied.
+	cmd(m, req("c1", 4, 4), state.UpdateBagOp(rel, "app", map[string]string{"k": "v"}))
+	late := cmd(m, req("c1", 2, 2), state.RemoveRelationOp(rel))
+	if !errors.Is(state.ResultError(late), state.ErrStaleRetry) {
+		t.Fatalf("late duplicate: %v", late)
+	}
+	if _, ok := m.State().Relation(rel); !ok {
+		t.Fatal("a late duplicate was applied")
 	}
 }
 
-func TestRequestIDsAreForgottenAfterTTL(t *testing.T) {
+func TestSessionsKeepOnlyWhatClientsMayStillAskFor(t *testing.T) {
 	m := statetest.New(t, "app")
 	rel := m.Relation("peers", "iface")
-	u := m.Claim("m1", "app-0", 0)
-	cmd(m, "old", state.UpdateBagOp(rel, u, map[string]string{"n": "1"}))
-	m.Advance(state.RequestIDTTL + time.Second)
-	m.Must(state.UpdateBagOp(rel, u, map[string]string{"n": "2"}))
-	if ids, byTime := state.Requests(m.State()); len(ids) != 0 || byTime != 0 {
-		t.Fatalf("request ids older than the TTL are still remembered: %v (time index %d)", ids, byTime)
+	for i := uint64(1); i <= 1000; i++ {
+		// One command in flight at a time: the session keeps one result.
+		cmd(m, req("busy", i, i), state.UpdateBagOp(rel, "app", map[string]string{"n": fmt.Sprint(i)}))
 	}
-	// Now the same id applies again.
-	cmd(m, "old", state.UpdateBagOp(rel, u, map[string]string{"n": "1"}))
-	if b, _ := m.State().Bag(rel, u); b.Data.Value("n") != "1" {
-		t.Fatalf("expired request id was not applied again: %v", b.Data)
+	if got := state.SessionResults(m.State(), "busy"); got != 1 {
+		t.Fatalf("session of a client that received every answer keeps %d results, want 1", got)
+	}
+	cmd(m, req("idle", 1, 1), state.UpdateBagOp(rel, "app", map[string]string{"idle": "1"}))
+	m.Advance(state.SessionTTL / 2)
+	cmd(m, req("busy", 1001, 1001), state.UpdateBagOp(rel, "app", map[string]string{"n": "x"}))
+	m.Advance(state.SessionTTL/2 + time.Minute)
+	cmd(m, req("busy", 1002, 1002), state.UpdateBagOp(rel, "app", map[string]string{"n": "y"}))
+	if got := m.State().Sessions(); got != 1 {
+		t.Fatalf("sessions = %d after the idle one expired, want 1", got)
+	}
+	// The idle client's old command, retried after its session expired, is
+	// applied again: the documented price of forgetting.
+	cmd(m, req("idle", 1, 1), state.UpdateBagOp(rel, "app", map[string]string{"idle": "2"}))
+	if b, _ := m.State().Bag(rel, "app"); b.Data.Value("idle") != "2" {
+		t.Fatalf("retry after expiry: %v", b.Data)
 	}
 }
 
@@ -395,7 +418,7 @@ func TestSnapshotRoundTripPreservesEverything(t *testing.T) {
 	db := m.Must(state.EnsureRelationOp("db", "mysql", false, "mysql", "server")).GetOps()[0].GetRelationId()
 	a := m.Claim("m1", "p1", -1)
 	b := m.Claim("m2", "p2", -1)
-	cmd(m, "r1", state.UpdateBagOp(rel, a, map[string]string{"x": "1", "y": ""}), state.UpdateBagOp(db, "mysql/0", map[string]string{"db": "wp"}))
+	cmd(m, req("r", 1, 1), state.UpdateBagOp(rel, a, map[string]string{"x": "1", "y": ""}), state.UpdateBagOp(db, "mysql/0", map[string]string{"db": "wp"}))
 	m.Must(state.UpdateBagOp(rel, "app", map[string]string{"secret": "s"}), state.UpdateCharmStateOp(b, map[string]string{"k": "v"}))
 	m.Must(state.SetCursorOp(a, []byte{0, 1, 2}), state.ClaimLeaseOp(a, "m1", int64(time.Minute)), state.UpdateLeaderSettingsOp(map[string]string{"l": "1"}))
 	m.Must(state.SetStatusOp(a, "active", "ready", []byte(`{"k":1}`)), state.SetStatusOp("app", "waiting", "", nil), state.SetHookErrorOp(b, "install", "exit 1"))
@@ -417,7 +440,7 @@ func TestSnapshotRoundTripPreservesEverything(t *testing.T) {
 	m2 := statetest.New(t, "app")
 	m2.Restore(got)
 	m2.SetNow(m.Now())
-	r := cmd(m2, "r1", state.UpdateBagOp(rel, a, map[string]string{"x": "changed"}))
+	r := cmd(m2, req("r", 1, 1), state.UpdateBagOp(rel, a, map[string]string{"x": "changed"}))
 	if state.ResultError(r) != nil {
 		t.Fatal(r)
 	}
@@ -434,7 +457,7 @@ func TestSnapshotRoundTripPreservesEverything(t *testing.T) {
 
 func FuzzApplyCommand(f *testing.F) {
 	seed := func(ops ...*storepb.Op) {
-		b, _ := proto.Marshal(&storepb.Command{Version: 1, RequestId: "x", Ops: ops})
+		b, _ := state.EncodeEntry(&storepb.Command{Version: state.CommandVersion, Client: req("x", 1, 1), Ops: ops})
 		f.Add(b)
 	}
 	seed(state.ClaimUnitOp("m", "p", -1))
@@ -458,8 +481,8 @@ func FuzzApplyCommand(f *testing.F) {
 		if res.GetIndex() != index || after.Index() != index {
 			t.Fatalf("result index %d, state index %d, want %d", res.GetIndex(), after.Index(), index)
 		}
-		var c storepb.Command
-		retried := proto.Unmarshal(data, &c) == nil && c.GetRequestId() != ""
+		c, derr := state.DecodeEntry(data)
+		retried := derr == nil && c.GetClient() != nil
 		if state.ResultError(res) != nil && !retried && strip(state.Dump(after)) != strip(state.Dump(before)) {
 			t.Fatalf("failed command changed state: %v", state.ResultError(res))
 		}
@@ -552,9 +575,15 @@ func TestUnitsRememberWhetherTheyWereClaimedByOrdinal(t *testing.T) {
 	}
 }
 
-// cmd applies ops as one command with request id (empty: none).
-func cmd(m *statetest.Store, id string, ops ...*storepb.Op) *storepb.Result {
-	res, err := m.Apply(context.Background(), &storepb.Command{RequestId: id, Ops: ops})
+// req identifies command seq of client id, whose lowest unanswered command
+// is lowest.
+func req(id string, seq, lowest uint64) *storepb.ClientRequest {
+	return &storepb.ClientRequest{ClientId: id, Sequence: seq, LowestPending: lowest}
+}
+
+// cmd applies ops as one command of client request r.
+func cmd(m *statetest.Store, r *storepb.ClientRequest, ops ...*storepb.Op) *storepb.Result {
+	res, err := m.Apply(context.Background(), &storepb.Command{Client: r, Ops: ops})
 	var ce *state.CommandError
 	if err != nil && !errors.As(err, &ce) {
 		m.Machine() // keep the store referenced in the failure

@@ -21,6 +21,11 @@ var (
 	ErrTooLarge = errors.New("too large")
 	// ErrUnsupported: the command needs a newer bagkeeper.
 	ErrUnsupported = errors.New("unsupported command")
+	// ErrFenced: the command was made for a unit holder whose unit has been
+	// taken over since (see storepb.Fence).
+	ErrFenced = errors.New("unit taken over")
+	// ErrStaleRetry: a retry of a command its client no longer waits for.
+	ErrStaleRetry = errors.New("stale retry")
 )
 
 // CommandError is a command that the state machine refused. Nothing of a
@@ -53,6 +58,10 @@ func codeError(c storepb.ErrorCode) error {
 		return ErrTooLarge
 	case storepb.ErrorCode_UNSUPPORTED:
 		return ErrUnsupported
+	case storepb.ErrorCode_FENCED:
+		return ErrFenced
+	case storepb.ErrorCode_STALE_RETRY:
+		return ErrStaleRetry
 	}
 	return nil
 }

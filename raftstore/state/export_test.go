@@ -11,21 +11,20 @@ var Dump = dump
 // KV renders Settings canonically.
 var KV = kv
 
-// Requests returns the remembered request ids, and the length of their
-// time index.
-func Requests(s *State) (ids []string, byTime int) {
-	walk(s.requests, func(k []byte, _ *requestEntry) bool {
-		ids = append(ids, string(k))
-		return true
-	})
-	return ids, s.reqByTime.Len()
+// SessionResults returns how many results the session of client keeps.
+func SessionResults(s *State, client string) int {
+	sess, ok := s.sessions.Get([]byte(client))
+	if !ok {
+		return -1
+	}
+	return len(sess.results)
 }
 
 // dump renders a State canonically so two States can be compared.
 func dump(s *State) string {
 	var b strings.Builder
 	m := s.meta
-	fmt.Fprintf(&b, "index=%d app=%s cluster=%s nextUnit=%d nextRel=%d leaderRev=%d lease=%+v\n", s.index, m.app, m.clusterID, m.nextUnit, m.nextRelation, m.leaderRev, m.lease)
+	fmt.Fprintf(&b, "index=%d app=%s cluster=%s nextUnit=%d nextRel=%d leaderRev=%d lease=%+v swept=%d\n", s.index, m.app, m.clusterID, m.nextUnit, m.nextRelation, m.leaderRev, m.lease, m.sessionsSwept.UnixNano())
 	fmt.Fprintf(&b, "leader=%s\n", kv(m.leader))
 	for _, r := range s.Relations() {
 		fmt.Fprintf(&b, "rel %+v\n", *r)
@@ -44,12 +43,16 @@ func dump(s *State) string {
 		fmt.Fprintf(&b, "extra %s version=%q ports=%v err=%q %q %d\n", k, v.WorkloadVersion, v.Ports, v.HookError, v.HookErrorMessage, v.HookErrorSince.UnixNano())
 		return true
 	})
-	walk(s.requests, func(k []byte, v *requestEntry) bool {
-		fmt.Fprintf(&b, "req %s t=%d %x\n", k, v.time, v.result)
+	walk(s.sessions, func(k []byte, v *session) bool {
+		fmt.Fprintf(&b, "session %s active=%d lowest=%d", k, v.lastActive.UnixNano(), v.lowestPending)
+		for _, r := range v.results {
+			fmt.Fprintf(&b, " %d:%x", r.seq, r.result)
+		}
+		b.WriteString("\n")
 		return true
 	})
-	walk(s.reqByTime, func(k []byte, v string) bool {
-		fmt.Fprintf(&b, "reqt %x %s\n", k, v)
+	walk(s.claimants, func(k []byte, v *Claimant) bool {
+		fmt.Fprintf(&b, "claimant %s %+v\n", k, *v)
 		return true
 	})
 	return b.String()

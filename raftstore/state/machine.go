@@ -2,21 +2,18 @@ package state
 
 import (
 	"context"
-	"encoding/binary"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	iradix "github.com/hashicorp/go-immutable-radix/v2"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
 )
 
 // CommandVersion is the Command encoding version this build writes and the
 // newest it applies.
-const CommandVersion = 1
+const CommandVersion = 2
 
 // Machine is bagkeeper's replicated state machine, without raft: it applies
 // encoded commands, one log index at a time, and publishes each resulting
@@ -78,23 +75,28 @@ func (m *Machine) publish(s *State) {
 // Restore replaces the whole state (a snapshot was installed).
 func (m *Machine) Restore(s *State) { m.publish(s) }
 
-// Apply applies the command entry at index and returns its result. An error
-// means this build cannot apply the entry (a newer command version or an
-// operation it does not know): the caller must not apply anything after it,
-// or its state would diverge from the members that can.
+// Apply applies the log entry at index (an envelope sealed by EncodeEntry)
+// and returns the command's result. An error means this member must not
+// apply the entry, nor anything after it: the entry is damaged (its
+// checksum does not match; wrapping ErrCorrupt) or needs a newer bagkeeper
+// (wrapping ErrUnsupported). Applying past it would make this member's
+// state differ from the others'.
 func (m *Machine) Apply(index uint64, data []byte) (*storepb.Result, error) {
 	cur := m.State()
-	var cmd storepb.Command
-	if err := proto.Unmarshal(data, &cmd); err != nil {
-		// Every member decodes the same bytes the same way, so refusing the
-		// entry keeps them in step.
+	cmd, err := DecodeEntry(data)
+	switch {
+	case errors.Is(err, ErrCorrupt), errors.Is(err, ErrUnsupported):
+		return nil, fmt.Errorf("raft log entry %d: %w", index, err)
+	case err != nil:
+		// A sealed body that is no command: every member decodes the same
+		// bytes the same way, so refusing the entry keeps them in step.
 		m.publish(cur.withIndex(index))
-		return &storepb.Result{ErrorCode: storepb.ErrorCode_INVALID, ErrorMessage: "undecodable command: " + err.Error(), Index: index}, nil
+		return &storepb.Result{ErrorCode: storepb.ErrorCode_INVALID, ErrorMessage: err.Error(), Index: index}, nil
 	}
-	if err := CheckVersion(&cmd); err != nil {
+	if err := CheckVersion(cmd); err != nil {
 		return nil, fmt.Errorf("raft log entry %d: %w", index, err)
 	}
-	next, res := apply(cur, index, &cmd)
+	next, res := apply(cur, index, cmd)
 	m.publish(next)
 	return res, nil
 }
@@ -102,8 +104,8 @@ func (m *Machine) Apply(index uint64, data []byte) (*storepb.Result, error) {
 // CheckVersion reports whether this build knows cmd's version and every one
 // of its operations.
 func CheckVersion(cmd *storepb.Command) error {
-	if cmd.GetVersion() == 0 || cmd.GetVersion() > CommandVersion {
-		return fmt.Errorf("command version %d is unknown to this bagkeeper (it applies up to %d): %w", cmd.GetVersion(), CommandVersion, ErrUnsupported)
+	if cmd.GetVersion() != CommandVersion {
+		return fmt.Errorf("command version %d is unknown to this bagkeeper (it applies version %d): %w", cmd.GetVersion(), CommandVersion, ErrUnsupported)
 	}
 	for _, op := range cmd.GetOps() {
 		if op.GetOp() == nil {
@@ -113,70 +115,52 @@ func CheckVersion(cmd *storepb.Command) error {
 	return nil
 }
 
-// apply computes the State after cmd and the command's result.
+// apply computes the State after cmd and the command's result: a retry is
+// answered from its client's session; otherwise the fence is checked and
+// the operations applied, all or none.
 func apply(cur *State, index uint64, cmd *storepb.Command) (*State, *storepb.Result) {
 	now := time.Unix(0, cmd.GetTimeUnixNano()).UTC()
-	id := cmd.GetRequestId()
-	if id != "" {
-		if e, ok := cur.requests.Get([]byte(id)); ok {
-			var prev storepb.Result
-			if err := proto.Unmarshal(e.result, &prev); err == nil {
-				return cur.withIndex(index), &prev
+	req := cmd.GetClient()
+	var sess *session
+	if req.GetClientId() != "" {
+		var ok bool
+		if sess, ok = cur.sessions.Get([]byte(req.GetClientId())); ok {
+			if res, ok := sess.answered(req); ok {
+				return cur.withIndex(index), res
 			}
+			if req.GetSequence() < sess.lowestPending {
+				return cur.withIndex(index), &storepb.Result{Index: index, ErrorCode: storepb.ErrorCode_STALE_RETRY,
+					ErrorMessage: fmt.Sprintf("command %d of client %s arrived after its client stopped waiting for it; not applied", req.GetSequence(), req.GetClientId())}
+			}
+		} else {
+			sess = &session{}
 		}
 	}
 	t := newTxn(cur, index, now)
 	res := &storepb.Result{Index: index}
-	for i, op := range cmd.GetOps() {
-		r, err := t.applyOp(op)
-		if err != nil {
-			res = &storepb.Result{Index: index, ErrorCode: err.Code, ErrorMessage: err.Msg, FailedOp: int32(i)}
-			t = newTxn(cur, index, now)
-			break
+	if f := cmd.GetFence(); f != nil {
+		if err := t.checkFence(f); err != nil {
+			res = &storepb.Result{Index: index, ErrorCode: err.Code, ErrorMessage: err.Msg, FailedOp: -1}
 		}
-		res.Ops = append(res.Ops, r)
 	}
-	next := t.commit()
-	next.requests, next.reqByTime = recordRequest(cur, id, now, res)
-	return next, res
-}
-
-// recordRequest remembers the result of request id and forgets requests
-// older than RequestIDTTL.
-func recordRequest(cur *State, id string, now time.Time, res *storepb.Result) (*iradix.Tree[*requestEntry], *iradix.Tree[string]) {
-	reqs, byTime := cur.requests, cur.reqByTime
-	cutoff := now.Add(-RequestIDTTL).UnixNano()
-	if byTime.Len() > 0 {
-		it := byTime.Root().Iterator()
-		var stale [][]byte
-		var staleIDs []string
-		for k, v, ok := it.Next(); ok; k, v, ok = it.Next() {
-			if int64(binary.BigEndian.Uint64(k[:8])) >= cutoff {
+	if res.GetErrorCode() == storepb.ErrorCode_OK {
+		for i, op := range cmd.GetOps() {
+			r, err := t.applyOp(op)
+			if err != nil {
+				res = &storepb.Result{Index: index, ErrorCode: err.Code, ErrorMessage: err.Msg, FailedOp: int32(i)}
 				break
 			}
-			stale = append(stale, k)
-			staleIDs = append(staleIDs, v)
-		}
-		if len(stale) > 0 {
-			rt, bt := reqs.Txn(), byTime.Txn()
-			for i := range stale {
-				bt.Delete(stale[i])
-				rt.Delete([]byte(staleIDs[i]))
-			}
-			reqs, byTime = rt.CommitOnly(), bt.CommitOnly()
+			res.Ops = append(res.Ops, r)
 		}
 	}
-	if id == "" {
-		return reqs, byTime
+	next := cur.withIndex(index)
+	if res.GetErrorCode() == storepb.ErrorCode_OK {
+		next = t.commit()
 	}
-	enc, err := proto.Marshal(res)
-	if err != nil {
-		return reqs, byTime
+	if sess != nil {
+		next.sessions = withSession(next.sessions, req.GetClientId(), sess.record(req, now, res))
 	}
-	ts := now.UnixNano()
-	reqs, _, _ = reqs.Insert([]byte(id), &requestEntry{time: ts, result: enc})
-	byTime, _, _ = byTime.Insert(append(numKey(ts), id...), id)
-	return reqs, byTime
+	return sweepSessions(next, now), res
 }
 
 func (s *State) withIndex(index uint64) *State {

@@ -13,8 +13,8 @@ func NewCommand(ops ...*storepb.Op) *storepb.Command {
 	return &storepb.Command{Version: CommandVersion, Ops: ops}
 }
 
-// NewRequestID returns a random request id.
-func NewRequestID() string {
+// NewID returns a random 128-bit id, in hex (client and cluster ids).
+func NewID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 
 	iradix "github.com/hashicorp/go-immutable-radix/v2"
@@ -14,21 +15,28 @@ import (
 )
 
 // SnapshotVersion is the snapshot format this build writes and reads.
-const SnapshotVersion = 1
+// Version 2 adds client sessions, waiting claimants, unit epochs and a
+// checksum.
+const SnapshotVersion = 2
 
 // maxSnapshotRecord bounds one record; the biggest is a full bag.
 const maxSnapshotRecord = MaxBagSize + 1<<20
 
 // WriteSnapshot streams s to w as length-delimited SnapshotRecord messages:
 // a header, one record per relation, bag, unit, charm state, cursor,
-// status, unit extras and remembered request, and an end record carrying the count, so a truncated
-// snapshot is detected on restore. Memory use is one record at a time.
+// status, unit extras, client session and waiting claimant, and an end
+// record carrying the count and a CRC-32C of everything before it, so that
+// a truncated or damaged snapshot is refused on restore. Memory use is one
+// record at a time. The encoding is deterministic: the same State always
+// gives the same bytes (HashState relies on it).
 func WriteSnapshot(w io.Writer, s *State) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
+	hw := &crcWriter{w: bw}
 	var n uint64
+	enc := protodelim.MarshalOptions{MarshalOptions: proto.MarshalOptions{Deterministic: true}}
 	put := func(r *storepb.SnapshotRecord) error {
 		n++
-		_, err := protodelim.MarshalTo(bw, r)
+		_, err := enc.MarshalTo(hw, r)
 		return err
 	}
 	m := s.meta
@@ -42,6 +50,7 @@ func WriteSnapshot(w io.Writer, s *State) error {
 		LeaderSettingsRevision: m.leaderRev,
 		Lease:                  leaseToPB(m.lease),
 		Index:                  s.index,
+		SessionsSweptUnixNano:  unixNano(m.sessionsSwept),
 	}
 	if err := put(&storepb.SnapshotRecord{Record: &storepb.SnapshotRecord_Header{Header: hdr}}); err != nil {
 		return err
@@ -98,19 +107,30 @@ func WriteSnapshot(w io.Writer, s *State) error {
 	if err != nil {
 		return err
 	}
-	walk(s.requests, func(k []byte, v *requestEntry) bool {
-		var res storepb.Result
-		if uerr := proto.Unmarshal(v.result, &res); uerr != nil {
-			err = uerr
-			return false
+	walk(s.sessions, func(k []byte, v *session) bool {
+		rec := &storepb.SessionRecord{ClientId: string(k), LastActiveUnixNano: unixNano(v.lastActive), LowestPending: v.lowestPending}
+		for _, r := range v.results {
+			var res storepb.Result
+			if uerr := proto.Unmarshal(r.result, &res); uerr != nil {
+				err = uerr
+				return false
+			}
+			rec.Results = append(rec.Results, &storepb.SessionResult{Sequence: r.seq, Result: &res})
 		}
-		err = put(&storepb.SnapshotRecord{Record: &storepb.SnapshotRecord_Request{Request: &storepb.RequestRecord{Id: string(k), TimeUnixNano: v.time, Result: &res}}})
+		err = put(&storepb.SnapshotRecord{Record: &storepb.SnapshotRecord_Session{Session: rec}})
 		return err == nil
 	})
 	if err != nil {
 		return err
 	}
-	if err := put(&storepb.SnapshotRecord{Record: &storepb.SnapshotRecord_End{End: &storepb.SnapshotEnd{Records: n + 1}}}); err != nil {
+	walk(s.claimants, func(_ []byte, c *Claimant) bool {
+		err = put(&storepb.SnapshotRecord{Record: &storepb.SnapshotRecord_Claimant{Claimant: &storepb.ClaimantRecord{MemberId: c.Member, Pod: c.Pod, SinceUnixNano: unixNano(c.Since)}}})
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := put(&storepb.SnapshotRecord{Record: &storepb.SnapshotRecord_End{End: &storepb.SnapshotEnd{Records: n + 1, Crc32C: hw.sum}}}); err != nil {
 		return err
 	}
 	return bw.Flush()
@@ -118,16 +138,17 @@ func WriteSnapshot(w io.Writer, s *State) error {
 
 // ReadSnapshot reads a stream written by WriteSnapshot into a new State.
 func ReadSnapshot(r io.Reader) (*State, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
+	br := &crcReader{r: bufio.NewReaderSize(r, 64<<10)}
 	opts := protodelim.UnmarshalOptions{MaxSize: maxSnapshotRecord}
 	s := newState()
 	rel, bags, units := s.relations.Txn(), s.bags.Txn(), s.units.Txn()
-	charm, cursors, reqs, byTime := s.charm.Txn(), s.cursors.Txn(), s.requests.Txn(), s.reqByTime.Txn()
+	charm, cursors, sessions, claimants := s.charm.Txn(), s.cursors.Txn(), s.sessions.Txn(), s.claimants.Txn()
 	statuses, extras := s.statuses.Txn(), s.extras.Txn()
 	var n uint64
 	sawHeader := false
 	for {
 		var rec storepb.SnapshotRecord
+		before := br.sum
 		if err := opts.UnmarshalFrom(br, &rec); err != nil {
 			if errors.Is(err, io.EOF) {
 				return nil, fmt.Errorf("snapshot ends after %d records without its end record (truncated?)", n)
@@ -148,7 +169,8 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 				app: h.GetApp(), clusterID: h.GetClusterId(),
 				nextUnit: h.GetNextUnit(), nextRelation: h.GetNextRelation(),
 				leader: SettingsOf(h.GetLeaderSettings()), leaderRev: h.GetLeaderSettingsRevision(),
-				lease: leaseFromPB(h.GetLease()),
+				lease:         leaseFromPB(h.GetLease()),
+				sessionsSwept: fromUnixNano(h.GetSessionsSweptUnixNano()),
 			}
 			sawHeader = true
 			continue
@@ -168,14 +190,20 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			charm.Insert([]byte(x.CharmState.GetUnit()), SettingsOf(x.CharmState.GetData()))
 		case *storepb.SnapshotRecord_Cursor:
 			cursors.Insert([]byte(x.Cursor.GetUnit()), x.Cursor.GetCursor())
-		case *storepb.SnapshotRecord_Request:
-			enc, err := proto.Marshal(x.Request.GetResult())
-			if err != nil {
-				return nil, err
+		case *storepb.SnapshotRecord_Session:
+			x2 := x.Session
+			sess := &session{lastActive: fromUnixNano(x2.GetLastActiveUnixNano()), lowestPending: x2.GetLowestPending()}
+			for _, r := range x2.GetResults() {
+				enc, err := proto.Marshal(r.GetResult())
+				if err != nil {
+					return nil, err
+				}
+				sess.results = append(sess.results, sessionResult{seq: r.GetSequence(), result: enc})
 			}
-			id, ts := x.Request.GetId(), x.Request.GetTimeUnixNano()
-			reqs.Insert([]byte(id), &requestEntry{time: ts, result: enc})
-			byTime.Insert(append(numKey(ts), id...), id)
+			sessions.Insert([]byte(x2.GetClientId()), sess)
+		case *storepb.SnapshotRecord_Claimant:
+			c := x.Claimant
+			claimants.Insert([]byte(c.GetMemberId()), &Claimant{Member: c.GetMemberId(), Pod: c.GetPod(), Since: fromUnixNano(c.GetSinceUnixNano())})
 		case *storepb.SnapshotRecord_Status:
 			st := x.Status
 			statuses.Insert([]byte(st.GetOwner()), &Status{Owner: st.GetOwner(), Status: st.GetStatus(), Message: st.GetMessage(), DataJSON: st.GetDataJson(), Since: fromUnixNano(st.GetSinceUnixNano())})
@@ -190,8 +218,11 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			if x.End.GetRecords() != n {
 				return nil, fmt.Errorf("snapshot end record counts %d records, read %d", x.End.GetRecords(), n)
 			}
+			if x.End.GetCrc32C() != before {
+				return nil, fmt.Errorf("snapshot: %w: CRC-32C of its %d records is %08x, its end record says %08x", ErrCorrupt, n-1, before, x.End.GetCrc32C())
+			}
 			s.relations, s.bags, s.units = rel.CommitOnly(), bags.CommitOnly(), units.CommitOnly()
-			s.charm, s.cursors, s.requests, s.reqByTime = charm.CommitOnly(), cursors.CommitOnly(), reqs.CommitOnly(), byTime.CommitOnly()
+			s.charm, s.cursors, s.sessions, s.claimants = charm.CommitOnly(), cursors.CommitOnly(), sessions.CommitOnly(), claimants.CommitOnly()
 			s.statuses, s.extras = statuses.CommitOnly(), extras.CommitOnly()
 			return s, nil
 		default:
@@ -222,6 +253,7 @@ func unitToPB(u *Unit) *storepb.UnitRecord {
 		Name: u.Name, Number: u.Number, State: storepb.UnitState(u.State), MemberId: u.Member, Pod: u.Pod,
 		CreatedUnixNano: unixNano(u.Created), ClaimedUnixNano: unixNano(u.Claimed),
 		ReleasedUnixNano: unixNano(u.Released), RemovedUnixNano: unixNano(u.Removed), Reason: u.Reason, ByOrdinal: u.ByOrdinal,
+		Epoch: u.Epoch,
 	}
 }
 
@@ -230,5 +262,38 @@ func unitFromPB(u *storepb.UnitRecord) *Unit {
 		Name: u.GetName(), Number: u.GetNumber(), State: UnitState(u.GetState()), Member: u.GetMemberId(), Pod: u.GetPod(),
 		Created: fromUnixNano(u.GetCreatedUnixNano()), Claimed: fromUnixNano(u.GetClaimedUnixNano()),
 		Released: fromUnixNano(u.GetReleasedUnixNano()), Removed: fromUnixNano(u.GetRemovedUnixNano()), Reason: u.GetReason(), ByOrdinal: u.GetByOrdinal(),
+		Epoch: u.GetEpoch(),
 	}
+}
+
+// crcWriter computes the CRC-32C of what it writes.
+type crcWriter struct {
+	w   io.Writer
+	sum uint32
+}
+
+func (c *crcWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.sum = crc32.Update(c.sum, castagnoli, p[:n])
+	return n, err
+}
+
+// crcReader computes the CRC-32C of what is read through it.
+type crcReader struct {
+	r   *bufio.Reader
+	sum uint32
+}
+
+func (c *crcReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.sum = crc32.Update(c.sum, castagnoli, p[:n])
+	return n, err
+}
+
+func (c *crcReader) ReadByte() (byte, error) {
+	b, err := c.r.ReadByte()
+	if err == nil {
+		c.sum = crc32.Update(c.sum, castagnoli, []byte{b})
+	}
+	return b, err
 }

@@ -23,10 +23,10 @@ type State struct {
 	units     *iradix.Tree[*Unit]         // key: numKey(number)
 	charm     *iradix.Tree[Settings]      // key: unit name
 	cursors   *iradix.Tree[[]byte]        // key: unit name
-	requests  *iradix.Tree[*requestEntry] // key: request id
-	reqByTime *iradix.Tree[string]        // key: numKey(time) + id, value: id
-	statuses  *iradix.Tree[*Status]       // key: owner (unit or application name)
-	extras    *iradix.Tree[*UnitExtra]    // key: unit name
+	sessions  *iradix.Tree[*session]   // key: client id
+	claimants *iradix.Tree[*Claimant]  // key: member id
+	statuses  *iradix.Tree[*Status]    // key: owner (unit or application name)
+	extras    *iradix.Tree[*UnitExtra] // key: unit name
 }
 
 // meta holds the scalar parts of the state. Replaced, never mutated.
@@ -38,6 +38,8 @@ type meta struct {
 	leader       Settings
 	leaderRev    uint64
 	lease        Lease
+	// sessionsSwept is when expired client sessions were last dropped.
+	sessionsSwept time.Time
 }
 
 // Relation is one relation the application takes part in.
@@ -114,6 +116,17 @@ type Unit struct {
 	// ByOrdinal: the unit was last claimed by its pod's ordinal, so only
 	// that pod can hold it.
 	ByOrdinal bool
+	// Epoch grows by one each time a member claims the unit. A command
+	// fenced with an older epoch is refused: its holder was taken over.
+	Epoch uint64
+}
+
+// Claimant is a member waiting for a unit: every unit is active and the
+// application's declared scale is reached.
+type Claimant struct {
+	Member string
+	Pod    string
+	Since  time.Time
 }
 
 // Lease is the application leadership lease.
@@ -170,11 +183,6 @@ type UnitExtra struct {
 	HookErrorSince   time.Time
 }
 
-type requestEntry struct {
-	time   int64
-	result []byte // encoded storepb.Result
-}
-
 func newState() *State {
 	return &State{
 		meta:      &meta{},
@@ -183,8 +191,8 @@ func newState() *State {
 		units:     iradix.New[*Unit](),
 		charm:     iradix.New[Settings](),
 		cursors:   iradix.New[[]byte](),
-		requests:  iradix.New[*requestEntry](),
-		reqByTime: iradix.New[string](),
+		sessions:  iradix.New[*session](),
+		claimants: iradix.New[*Claimant](),
 		statuses:  iradix.New[*Status](),
 		extras:    iradix.New[*UnitExtra](),
 	}
@@ -301,6 +309,16 @@ func (s *State) UnitExtra(unit string) UnitExtra {
 		return *e
 	}
 	return UnitExtra{}
+}
+
+// Claimants returns the members waiting for a unit, ordered by member id.
+func (s *State) Claimants() []*Claimant {
+	var out []*Claimant
+	walk(s.claimants, func(_ []byte, c *Claimant) bool {
+		out = append(out, c)
+		return true
+	})
+	return out
 }
 
 // Lease returns the application leadership lease (zero if none).

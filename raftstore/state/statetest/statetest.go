@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/bagkeeper/bagkeeper/raftstore/state"
 	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
 )
@@ -108,7 +106,7 @@ func (s *Store) Apply(ctx context.Context, cmd *storepb.Command) (*storepb.Resul
 		cmd.Version = state.CommandVersion
 	}
 	cmd.TimeUnixNano = s.now.UnixNano()
-	data, err := proto.Marshal(cmd)
+	data, err := state.EncodeEntry(cmd)
 	if err != nil {
 		return nil, err
 	}

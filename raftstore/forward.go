@@ -1,0 +1,225 @@
+package raftstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/bagkeeper/bagkeeper/raftstore/peerpb"
+)
+
+// Every call that must run on the raft leader — a command, a join, a
+// leave, a read index — goes through onLeader, the one place that decides
+// where it runs and for how long each attempt may take:
+//
+//   - on this member, if it leads; otherwise over the peer API on the member
+//     it knows as the leader;
+//   - each attempt has a deadline derived from the election timeout, so a
+//     leader that stopped answering without closing its connections (a
+//     paused process, a frozen VM) cannot hold a call for longer;
+//   - an attempt is cancelled as soon as this member sees the leadership
+//     change (a new leader, or none), and the call is tried again on the new
+//     leader at once;
+//   - the calls are idempotent (commands carry their client session), so a
+//     retry never applies twice.
+//
+// The whole call ends when ctx ends.
+
+// attemptTimeout bounds one attempt of a call on the leader.
+func (n *Node) attemptTimeout() time.Duration {
+	return max(4*n.cfg.ElectionTimeout, 2*time.Second)
+}
+
+// leaderCall is one call to be made on the leader.
+type leaderCall struct {
+	// what names the call in errors ("apply", "join web-1/x", ...).
+	what string
+	// local runs the call on this member, which leads.
+	local func(ctx context.Context) error
+	// remote runs the call on the leader through c.
+	remote func(ctx context.Context, c peerpb.PeerClient) error
+}
+
+// onLeader runs call on the leader, trying again on the next leader until
+// it succeeds, fails for good, or ctx ends.
+func (n *Node) onLeader(ctx context.Context, call leaderCall) error {
+	backoff := 5 * time.Millisecond
+	var last error
+	for attempt := 1; ; attempt++ {
+		changed := n.leaderChanged()
+		err := n.attempt(ctx, call, changed)
+		if err == nil {
+			return nil
+		}
+		if !retryable(err) {
+			return err
+		}
+		last = err
+		// A leadership change is the reason to try again at once; otherwise
+		// back off a little (no leader yet, a refused connection).
+		wait := backoff
+		select {
+		case <-changed:
+			wait = 0
+		default:
+			backoff = min(2*backoff, 200*time.Millisecond)
+		}
+		select {
+		case <-ctx.Done():
+			return &NotCommittedError{What: call.what, Attempts: attempt, Last: last, Err: ctx.Err()}
+		case <-n.ctx.Done():
+			return raft.ErrRaftShutdown
+		case <-changed:
+		case <-time.After(wait):
+		}
+	}
+}
+
+// attempt makes one attempt, cancelled when changed is closed.
+func (n *Node) attempt(ctx context.Context, call leaderCall, changed <-chan struct{}) error {
+	if n.IsLeader() {
+		return call.local(ctx)
+	}
+	id, addr := n.Leader()
+	if addr == "" {
+		return errNoLeader
+	}
+	c, err := n.peers.get(n.addressOf(id, addr))
+	if err != nil {
+		return err
+	}
+	actx, cancel := context.WithTimeout(ctx, n.attemptTimeout())
+	defer cancel()
+	moved := make(chan struct{})
+	go func() {
+		select {
+		case <-changed:
+			close(moved)
+			cancel()
+		case <-actx.Done():
+		}
+	}()
+	err = call.remote(actx, c)
+	if err == nil {
+		return nil
+	}
+	select {
+	case <-moved:
+		return fmt.Errorf("%w (the call went to %s)", errLeaderMoved, id)
+	default:
+	}
+	if ctx.Err() == nil && actx.Err() != nil {
+		return fmt.Errorf("%w: %s did not answer within %s", errAttemptTimeout, id, n.attemptTimeout())
+	}
+	return err
+}
+
+var (
+	// errNoLeader: no leader is known; retried.
+	errNoLeader = errors.New("no raft leader is known")
+	// errLeaderMoved: leadership changed while a call was on its way; retried.
+	errLeaderMoved = errors.New("leadership changed")
+	// errAttemptTimeout: the leader did not answer one attempt in time; retried.
+	errAttemptTimeout = errors.New("the leader did not answer")
+)
+
+// NotCommittedError is a call on the leader that ran out of time. For a
+// command, the outcome is unknown: the last attempt may still commit.
+type NotCommittedError struct {
+	What     string
+	Attempts int
+	Last     error
+	Err      error // the context's error
+}
+
+func (e *NotCommittedError) Error() string {
+	return fmt.Sprintf("%s: no answer from a leader in time (%d attempts; last: %v); it may or may not have been committed", e.What, e.Attempts, e.Last)
+}
+
+func (e *NotCommittedError) Unwrap() error { return e.Err }
+
+// retryable reports whether a call on the leader failed in a way that a
+// retry (on the same or a new leader) may cure.
+func retryable(err error) bool {
+	switch {
+	case errors.Is(err, errNoLeader),
+		errors.Is(err, errLeaderMoved),
+		errors.Is(err, errAttemptTimeout),
+		errors.Is(err, raft.ErrNotLeader),
+		errors.Is(err, raft.ErrLeadershipLost),
+		errors.Is(err, raft.ErrLeadershipTransferInProgress),
+		errors.Is(err, raft.ErrAbortedByRestore),
+		errors.Is(err, raft.ErrEnqueueTimeout):
+		return true
+	}
+	if s, ok := status.FromError(err); ok {
+		switch s.Code() {
+		case codes.Unavailable, codes.Aborted:
+			return true
+		}
+	}
+	return false
+}
+
+// leaderWatch tells waiters when this member sees the leadership change.
+type leaderWatch struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func newLeaderWatch() *leaderWatch { return &leaderWatch{ch: make(chan struct{})} }
+
+// next returns a channel closed at the next leadership change.
+func (w *leaderWatch) next() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.ch
+}
+
+func (w *leaderWatch) changed() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	close(w.ch)
+	w.ch = make(chan struct{})
+}
+
+// leaderChanged returns a channel closed when this member next sees the
+// leadership change.
+func (n *Node) leaderChanged() <-chan struct{} { return n.leaders.next() }
+
+// watchLeader turns raft's leader and state observations into leaderWatch
+// signals until ctx ends.
+func (n *Node) watchLeader(ctx context.Context, obs <-chan raft.Observation) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case o := <-obs:
+			switch o.Data.(type) {
+			case raft.LeaderObservation, raft.RaftState:
+				n.leaders.changed()
+			}
+		}
+	}
+}
+
+// raftStatus maps an error of a call on the leader to the gRPC status the
+// member that sent the call sees: retryable conditions are Unavailable.
+func raftStatus(err error) error {
+	if retryable(err) {
+		return status.Error(codes.Unavailable, err.Error())
+	}
+	if errors.Is(err, raft.ErrRaftShutdown) {
+		return status.Error(codes.Unavailable, "member is shutting down")
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return status.FromContextError(err).Err()
+	}
+	return status.Error(codes.Internal, err.Error())
+}
