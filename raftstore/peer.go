@@ -373,7 +373,6 @@ func (n *Node) admit(id raft.ServerID, addr raft.ServerAddress) (string, error) 
 	return "added", nil
 }
 
-
 // leave asks the leader to remove this member.
 func (n *Node) leave(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)

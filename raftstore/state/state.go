@@ -18,11 +18,11 @@ import (
 type State struct {
 	index     uint64
 	meta      *meta
-	relations *iradix.Tree[*Relation]     // key: relKey(id)
-	bags      *iradix.Tree[*Bag]          // key: relKey(id) + owner
-	units     *iradix.Tree[*Unit]         // key: numKey(number)
-	charm     *iradix.Tree[Settings]      // key: unit name
-	cursors   *iradix.Tree[[]byte]        // key: unit name
+	relations *iradix.Tree[*Relation]  // key: relKey(id)
+	bags      *iradix.Tree[*Bag]       // key: relKey(id) + owner
+	units     *iradix.Tree[*Unit]      // key: numKey(number)
+	charm     *iradix.Tree[Settings]   // key: unit name
+	cursors   *iradix.Tree[[]byte]     // key: unit name
 	sessions  *iradix.Tree[*session]   // key: client id
 	claimants *iradix.Tree[*Claimant]  // key: member id
 	statuses  *iradix.Tree[*Status]    // key: owner (unit or application name)
