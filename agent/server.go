@@ -134,11 +134,17 @@ func (t *toolServer) Run(ctx context.Context, req *toolpb.RunRequest) (*toolpb.R
 	resp, err := hooktools.Run(hc, hooktools.Request{
 		Command: req.GetCommand(), Args: req.GetArgs(), Dir: req.GetDir(),
 		Stdin: req.GetStdin(), StdinSet: req.GetStdinSet(),
+		ClientFiles: req.GetClientFiles(),
+		FilePath:    string(req.GetFilePath()), File: req.GetFile(), FileErr: string(req.GetFileError()),
 	})
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "bad request: %v", err)
 	}
-	return &toolpb.RunResponse{Code: int32(resp.Code), Stdout: resp.Stdout, Stderr: resp.Stderr, NeedStdin: resp.NeedStdin}, nil
+	return &toolpb.RunResponse{
+		Code: int32(resp.Code), Stdout: resp.Stdout, Stderr: resp.Stderr,
+		NeedStdin: resp.NeedStdin, NeedFile: []byte(resp.NeedFile),
+		OutputPath: []byte(resp.OutputPath), Output: resp.Output,
+	}, nil
 }
 
 type runnerServer struct {

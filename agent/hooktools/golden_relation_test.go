@@ -450,9 +450,10 @@ func TestRelationSetContextError(t *testing.T) {
 			stderr: "ERROR value of \"k\" is too large\n"},
 	})
 	// A missing --file is a Run error naming the file, relative to the
-	// caller's directory.
-	resp, err := run(newFakeContext(0, "", ""), Request{Command: "relation-set", Args: args("--file", "nope"), Dir: "/charm"}, newMemFiles())
-	if err != nil || resp.Code != 1 || string(resp.Stderr) != "ERROR open /charm/nope: file does not exist\n" {
-		t.Errorf("missing file: %d %q %v", resp.Code, resp.Stderr, err)
+	// caller's directory: the client's error reading it, which is the one
+	// Juju's tool would print.
+	resp := clientRun(t, newFakeContext(0, "", ""), Request{Command: "relation-set", Args: args("--file", "nope"), Dir: "/charm"}, nil, newMemFiles())
+	if resp.Code != 1 || string(resp.Stderr) != "ERROR open /charm/nope: file does not exist\n" {
+		t.Errorf("missing file: %d %q", resp.Code, resp.Stderr)
 	}
 }

@@ -44,12 +44,13 @@ func (f *fileValue) Set(s string) error {
 	return nil
 }
 
-// read returns the contents of the file, or stdin for "-".
+// read returns the contents of the file, or stdin for "-". The client
+// reads the file, in the hook's file system (see files.go).
 func (f *fileValue) read(e *env) ([]byte, error) {
 	if f.path == "-" {
 		return e.readStdin()
 	}
-	return e.files.ReadFile(absPath(e.dir, f.path))
+	return e.readFile(absPath(e.dir, f.path))
 }
 
 // readSettings reads the --file option (if given) as a YAML (or JSON) map

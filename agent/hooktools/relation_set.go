@@ -32,6 +32,7 @@ strings; an empty value removes the key. A key may be given only once.
 
 --file reads a YAML (or JSON) map of strings from a file, or from standard
 input when the file is "-"; key=value arguments take precedence over it.
+The file is read where the hook runs, and may hold up to 16 MiB.
 
 Changes are kept with the hook and take effect only if it succeeds.
 `,
