@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime/metrics"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -279,5 +280,33 @@ func TestOutputFileIsWrittenWhereTheHookRuns(t *testing.T) {
 func TestToolInputLimitIsTheBagLimit(t *testing.T) {
 	if hooktools.MaxFileSize != raftstore.MaxBagSize {
 		t.Errorf("the tools read up to %d bytes, a bag holds %d", hooktools.MaxFileSize, raftstore.MaxBagSize)
+	}
+}
+
+// A key that no key=value argument could name is refused, from a file or
+// an argument, before anything is buffered.
+func TestRelationSetRefusesKeysWithEqualsOrSpace(t *testing.T) {
+	ta := startToolAgent(t)
+	wd := t.TempDir()
+	for name, content := range map[string]string{"eq.yaml": "{'a=b': x, ok: y}", "space.json": `{"a b": "x", "ok": "y"}`} {
+		if err := os.WriteFile(filepath.Join(wd, name), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want toolRun
+	}{
+		{[]string{"--file", "eq.yaml"}, toolRun{1, "", "ERROR invalid key \"a=b\"\n"}},
+		{[]string{"--file", "space.json"}, toolRun{1, "", "ERROR invalid key \"a b\"\n"}},
+		{[]string{"--file", "-"}, toolRun{1, "", "ERROR invalid key \"a=b\"\n"}},
+		{[]string{"ok=y", "a b=x"}, toolRun{2, "", "ERROR invalid key \"a b\"\n"}},
+	} {
+		if got := ta.run(t, wd, nil, strings.NewReader(`{"a=b": "x"}`), "relation-set", tc.args...); got != tc.want {
+			t.Errorf("relation-set %q: got %+v, want %+v", tc.args, got, tc.want)
+		}
+	}
+	if w := ta.written(); len(w) != 0 {
+		t.Errorf("wrote %v", w)
 	}
 }
