@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -12,12 +13,18 @@ import (
 	"runtime/metrics"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/bagkeeper/bagkeeper/agent/hooktools"
+	"github.com/bagkeeper/bagkeeper/agent/toolpb"
 	"github.com/bagkeeper/bagkeeper/raftstore"
 	"github.com/bagkeeper/bagkeeper/sidecar/unixsock"
 )
@@ -308,5 +315,118 @@ func TestRelationSetRefusesKeysWithEqualsOrSpace(t *testing.T) {
 	}
 	if w := ta.written(); len(w) != 0 {
 		t.Errorf("wrote %v", w)
+	}
+}
+
+// refuseEveryone makes the socket's credential check refuse every caller,
+// this process's user and root too.
+func refuseEveryone(c *Config) { c.allowUID = func(int) bool { return false } }
+
+// A caller the credential check refuses is told why, by every tool, and
+// can do nothing else on the socket: no tool runs, and the hook runner's
+// service answers as the tools' does.
+func TestRefusedCallerIsToldWhy(t *testing.T) {
+	ta := startToolAgent(t, refuseEveryone, func(c *Config) {
+		c.AllowedUIDs = []int{1000, 1001}
+		c.Runner = NewRemoteRunner()
+	})
+	me := os.Getuid()
+	why := "permission denied: uid " + strconv.Itoa(me) + " may not use the unit agent's socket (allowed: the agent's uid " +
+		strconv.Itoa(me) + ", root, and --hook-uids 1000,1001)"
+	for _, args := range [][]string{{"relation-set", "k=v"}, {"is-leader"}, {"relation-set", "--file", "-"}} {
+		got := ta.run(t, "/", nil, strings.NewReader("{k: v}"), args[0], args[1:]...)
+		if want := (toolRun{1, "", "ERROR " + why + "\n"}); got != want {
+			t.Errorf("%q: got %+v, want %+v", args, got, want)
+		}
+	}
+	if w := ta.written(); len(w) != 0 {
+		t.Errorf("a refused caller's relation-set wrote %v", w)
+	}
+
+	conn, err := grpc.NewClient("unix://"+ta.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx := context.Background()
+	refused := func(what string, err error) {
+		t.Helper()
+		if status.Code(err) != codes.PermissionDenied || status.Convert(err).Message() != why {
+			t.Errorf("%s: %v, want PermissionDenied: %s", what, err, why)
+		}
+	}
+	_, err = toolpb.NewHookToolsClient(conn).Run(ctx, &toolpb.RunRequest{ContextId: ta.hc.id, Dir: "/", Command: "relation-set", Args: []string{"k=v"}})
+	refused("HookTools.Run", err)
+	_, err = toolpb.NewHookRunnerClient(conn).Done(ctx, &toolpb.HookResult{ContextId: ta.hc.id})
+	refused("HookRunner.Done", err)
+	stream, err := toolpb.NewHookRunnerClient(conn).Hooks(ctx, &toolpb.RunnerHello{Name: "intruder"})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	refused("HookRunner.Hooks", err)
+	err = conn.Invoke(ctx, "/grpc.health.v1.Health/Check", &toolpb.DoneAck{}, &toolpb.DoneAck{})
+	refused("another service", err)
+	if w := ta.written(); len(w) != 0 {
+		t.Errorf("a refused caller wrote %v", w)
+	}
+}
+
+// Without --hook-uids, the message says how to allow more users.
+func TestRefusalWithoutHookUIDs(t *testing.T) {
+	ta := startToolAgent(t, refuseEveryone)
+	me := strconv.Itoa(os.Getuid())
+	want := toolRun{1, "", "ERROR permission denied: uid " + me + " may not use the unit agent's socket (allowed: the agent's uid " +
+		me + " and root; bagkeeper run --hook-uids allows others)\n"}
+	if got := ta.run(t, "/", nil, nil, "is-leader"); got != want {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+}
+
+// The real check: a user that is neither the agent's nor root nor listed
+// (run as root, the test can be one).
+func TestOtherUserIsRefused(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run a tool as another user")
+	}
+	ta := startToolAgent(t, func(c *Config) { c.AllowedUIDs = []int{4000} })
+	// The other user reaches the socket through its group (root's, 0) and
+	// runs a copy of the tool binary it can read.
+	if err := os.Chmod(filepath.Dir(ta.socket), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	binDir, err := os.MkdirTemp("", "jc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(binDir) })
+	bin, err := os.ReadFile(hookTool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool := filepath.Join(binDir, "is-leader")
+	if err := os.WriteFile(tool, bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(binDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for uid, want := range map[uint32]toolRun{
+		4321: {1, "", "ERROR permission denied: uid 4321 may not use the unit agent's socket (allowed: the agent's uid 0, root, and --hook-uids 4000)\n"},
+		4000: {0, "True\n", ""},
+	} {
+		cmd := exec.Command(tool)
+		cmd.Dir = "/"
+		cmd.Env = []string{"JUJU_CONTEXT_ID=" + ta.hc.id, "JUJU_AGENT_SOCKET_ADDRESS=" + ta.socket}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: 0}}
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatal(err)
+		}
+		if got := (toolRun{cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()}); got != want {
+			t.Errorf("uid %d: got %+v, want %+v", uid, got, want)
+		}
 	}
 }
