@@ -23,6 +23,23 @@ import (
 
 	"github.com/bagkeeper/bagkeeper/agent/hooktools"
 	"github.com/bagkeeper/bagkeeper/agent/toolpb"
+	"github.com/bagkeeper/bagkeeper/raftstore"
+)
+
+// The largest messages of the hook-tool socket, which the agent and the
+// tool client (cmd/jujuc, whose tests check it) must both carry.
+const (
+	// MaxToolRequest: a request carries at most a file or stdin of
+	// hooktools.MaxFileSize (a bag's worth), and the tool's arguments,
+	// which the kernel bounds to a few MiB (ARG_MAX).
+	MaxToolRequest = 2 * raftstore.MaxBagSize
+	// MaxToolReply: a reply carries a tool's output, on stdout or for its
+	// output file. The largest is a whole bag or the leader settings, each
+	// up to MaxBagSize, as JSON or YAML, whose escapes make it up to 9
+	// times larger: JSON writes '<' as \u003c, so the entry {"<":"<"} of 2
+	// bytes takes 18 (with its quotes, colon and comma); YAML's worst is
+	// 15 bytes for 2. The extra MiB is for the braces and the rest.
+	MaxToolReply = 9*raftstore.MaxBagSize + 1<<20
 )
 
 // server serves the hook tools (and the remote hook runner) on the agent's
@@ -56,8 +73,7 @@ func (a *Agent) serve() (*server, error) {
 	}
 	refused := newConnQueue(a.cfg.Listener.Addr())
 	s := &server{a: a, ln: &credListener{Listener: a.cfg.Listener, allow: allow, extra: a.cfg.AllowedUIDs, refused: refused, a: a}}
-	// A tool call carries up to a whole bag (16 MiB) on stdin or stdout.
-	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(32<<20), grpc.MaxSendMsgSize(32<<20))
+	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(MaxToolRequest), grpc.MaxSendMsgSize(MaxToolReply))
 	toolpb.RegisterHookToolsServer(s.grpc, &toolServer{a: a})
 	if rr, ok := a.cfg.Runner.(*RemoteRunner); ok {
 		toolpb.RegisterHookRunnerServer(s.grpc, &runnerServer{r: rr})

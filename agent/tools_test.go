@@ -430,3 +430,77 @@ func TestOtherUserIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// lowercase returns n bytes of a to z, a plain YAML scalar.
+func lowercase(n int) string {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = 'a' + byte(i*7%26)
+	}
+	return string(b)
+}
+
+// A bag exactly at the limit goes through relation-set --file (a file of
+// exactly the input limit, plus an argument) and comes back whole through
+// relation-get; one byte more is refused.
+func TestBagAtTheLimitRoundTrips(t *testing.T) {
+	ta := startToolAgent(t)
+	if b := bag(ta.store, ta.rel, "app/0"); len(b) != 0 {
+		t.Fatalf("the unit's bag holds %v already", b)
+	}
+	wd := t.TempDir()
+	value := lowercase(raftstore.MaxBagSize - len("a: \n"))
+	file := "a: " + value + "\n" // the largest file a tool reads
+	if len(file) != hooktools.MaxFileSize {
+		t.Fatalf("file of %d bytes", len(file))
+	}
+	if err := os.WriteFile(filepath.Join(wd, "bag.yaml"), []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Keys and values: 1 + len(value) + 1 + 2 bytes, the bag limit.
+	if got := ta.run(t, wd, nil, nil, "relation-set", "--file", "bag.yaml", "b=yz"); got != (toolRun{}) {
+		t.Fatalf("relation-set of a bag at the limit: %+v", got)
+	}
+	want := `{"a":"` + value + `","b":"yz"}` + "\n"
+	if got := ta.run(t, wd, nil, nil, "relation-get", "--format=json", "-", "app/0"); got.code != 0 || got.stdout != want || got.stderr != "" {
+		t.Errorf("relation-get --format=json: exit %d, %d bytes (want %d), stderr %q", got.code, len(got.stdout), len(want), got.stderr)
+	}
+	if got := ta.run(t, wd, nil, nil, "relation-get", "a", "app/0"); got.code != 0 || got.stdout != value+"\n" {
+		t.Errorf("relation-get a: exit %d, %d bytes, stderr %q", got.code, len(got.stdout), got.stderr)
+	}
+	got := ta.run(t, wd, nil, nil, "relation-set", "b=xyz")
+	if want := (toolRun{1, "", "ERROR relation data of app/0 in cluster:0 would be 16777217 bytes, over the 16777216 byte limit\n"}); got != want {
+		t.Errorf("one byte over: got %+v, want %+v", got, want)
+	}
+}
+
+// The largest reply: a bag at the limit whose every byte JSON writes as
+// six (\u003c), read as JSON: 96 MiB. (The bag is committed directly: how
+// it was written does not matter here.)
+func TestLargestReply(t *testing.T) {
+	if raceDetector {
+		// It checks sizes, not concurrency, and the race detector makes
+		// encoding and copying 96 MiB take half a minute.
+		t.Skip("slow with the race detector; run without -race")
+	}
+	ta := startToolAgent(t)
+	half := strings.Repeat("<", raftstore.MaxBagSize/2-1)
+	ta.store.must(raftstore.UpdateBagOp(ta.rel, "app/1", map[string]string{"a": half, "b": half}))
+	st := ta.store.State()
+	ta.hc = newHookContext(ta.Agent, ta.hc.id, ta.hc.hook, st)
+	ta.running.Store(ta.hc)
+
+	esc := strings.Repeat(`\u003c`, len(half))
+	want := `{"a":"` + esc + `","b":"` + esc + `"}` + "\n"
+	got := ta.run(t, "/", nil, nil, "relation-get", "--format=json", "-", "app/1")
+	if got.code != 0 || got.stdout != want || got.stderr != "" {
+		t.Errorf("relation-get --format=json: exit %d, %d bytes (want %d), stderr %q", got.code, len(got.stdout), len(want), trunc(got.stderr))
+	}
+}
+
+func trunc(s string) string {
+	if len(s) > 300 {
+		return s[:300] + "..."
+	}
+	return s
+}

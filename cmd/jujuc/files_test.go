@@ -9,14 +9,23 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/bagkeeper/bagkeeper/agent"
 	"github.com/bagkeeper/bagkeeper/agent/hooktools"
 	"github.com/bagkeeper/bagkeeper/agent/toolpb"
+	"github.com/bagkeeper/bagkeeper/raftstore"
 )
 
-func TestInputLimitIsTheAgents(t *testing.T) {
+// jujuc keeps to the standard library, so its limits are constants of its
+// own: they must be the agent's.
+func TestLimitsAreTheAgents(t *testing.T) {
 	t.Parallel()
-	if maxInput != hooktools.MaxFileSize {
-		t.Errorf("jujuc reads up to %d bytes, the agent's tools accept %d", maxInput, hooktools.MaxFileSize)
+	for what, n := range map[string]int{"the agent's tools accept": hooktools.MaxFileSize, "a bag holds": raftstore.MaxBagSize} {
+		if maxInput != n {
+			t.Errorf("jujuc reads up to %d bytes, %s %d", maxInput, what, n)
+		}
+	}
+	if maxReply != agent.MaxToolReply+5 {
+		t.Errorf("jujuc accepts a reply body of %d bytes, the agent sends a message of up to %d (and its 5-byte prefix)", maxReply, agent.MaxToolReply)
 	}
 }
 
