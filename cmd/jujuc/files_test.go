@@ -154,6 +154,8 @@ func TestAgentAskingForASecondFileIsAnError(t *testing.T) {
 		return &toolpb.RunResponse{NeedFile: []byte("/nonexistent/" + string(rune('a'+n.Add(1))))}, nil
 	})
 	wantError(t, runTool(t, hookEnv(a.addr), nil, "relation-set", "--file", "x"), "asked for /nonexistent/c after /nonexistent/b")
+	a = startAgent(t, answer(&toolpb.RunResponse{NeedFile: []byte("/nonexistent")}))
+	wantError(t, runTool(t, hookEnv(a.addr), nil, "relation-set", "--file", "x"), "asked again for /nonexistent, which it was sent")
 }
 
 // -o/--output: the client writes the file the agent returns, with exactly

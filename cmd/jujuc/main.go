@@ -144,7 +144,11 @@ func (c *client) main(args []string) int {
 			}
 		case resp.needFile != "":
 			// A tool reads one file at most: the agent asks once.
-			if req.filePath != "" {
+			switch req.filePath {
+			case "":
+			case resp.needFile:
+				return c.fail("the unit agent asked again for " + req.filePath + ", which it was sent")
+			default:
 				return c.fail("the unit agent asked for " + resp.needFile + " after " + req.filePath + ", which it was sent")
 			}
 			if !strings.HasPrefix(resp.needFile, "/") {
