@@ -66,13 +66,13 @@ func (a *Agent) serve() (*server, error) {
 			return nil, err
 		}
 	}
+	self, extra := os.Getuid(), slices.Clone(a.cfg.AllowedUIDs)
 	allow := a.cfg.allowUID
 	if allow == nil {
-		self, extra := os.Getuid(), slices.Clone(a.cfg.AllowedUIDs)
 		allow = func(uid int) bool { return uid == self || uid == 0 || slices.Contains(extra, uid) }
 	}
 	refused := newConnQueue(a.cfg.Listener.Addr())
-	s := &server{a: a, ln: &credListener{Listener: a.cfg.Listener, allow: allow, extra: a.cfg.AllowedUIDs, refused: refused, a: a}}
+	s := &server{a: a, ln: &credListener{Listener: a.cfg.Listener, allow: allow, extra: extra, refused: refused, a: a}}
 	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(MaxToolRequest), grpc.MaxSendMsgSize(MaxToolReply))
 	toolpb.RegisterHookToolsServer(s.grpc, &toolServer{a: a})
 	if rr, ok := a.cfg.Runner.(*RemoteRunner); ok {
