@@ -57,8 +57,12 @@ type Config struct {
 	Socket     string
 	ToolsDir   string
 	ToolBinary string
-	// AllowedUIDs may use the socket besides the agent's own user.
+	// AllowedUIDs may use the socket besides the agent's own user (and
+	// root).
 	AllowedUIDs []int
+	// allowUID, if set, decides instead which users may use the socket
+	// (tests).
+	allowUID func(uid int) bool
 
 	// Runner runs hooks (default: a local runner in this process).
 	Runner Runner

@@ -8,15 +8,38 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/bagkeeper/bagkeeper/agent/hooktools"
 	"github.com/bagkeeper/bagkeeper/agent/toolpb"
+	"github.com/bagkeeper/bagkeeper/raftstore"
+)
+
+// The largest messages of the hook-tool socket, which the agent and the
+// tool client (cmd/jujuc, whose tests check it) must both carry.
+const (
+	// MaxToolRequest: a request carries at most a file or stdin of
+	// hooktools.MaxFileSize (a bag's worth), and the tool's arguments,
+	// which the kernel bounds to a few MiB (ARG_MAX).
+	MaxToolRequest = 2 * raftstore.MaxBagSize
+	// MaxToolReply: a reply carries a tool's output, on stdout or for its
+	// output file. The largest is a whole bag or the leader settings, each
+	// up to MaxBagSize, as JSON or YAML, whose escapes make it up to 9
+	// times larger: JSON writes '<' as \u003c, so the entry {"<":"<"} of 2
+	// bytes takes 18 (with its quotes, colon and comma); YAML's worst is
+	// 15 bytes for 2. The extra MiB is for the braces and the rest.
+	MaxToolReply = 9*raftstore.MaxBagSize + 1<<20
 )
 
 // server serves the hook tools (and the remote hook runner) on the agent's
@@ -24,10 +47,17 @@ import (
 // every connection's peer credentials (SO_PEERCRED) must be the agent's
 // user, root, or a user allowed by configuration; and a tool call must name
 // the context id of the hook running now.
+//
+// A connection refused by the credential check is not served by the gRPC
+// server that has the services: another one, with none, answers every call
+// on it with PermissionDenied and a message that says why, so that the
+// caller's tool prints the reason instead of "the unit agent closed the
+// connection".
 type server struct {
-	a    *Agent
-	ln   net.Listener
-	grpc *grpc.Server
+	a      *Agent
+	ln     *credListener
+	grpc   *grpc.Server
+	refuse *grpc.Server // serves the refused connections
 }
 
 func (a *Agent) serve() (*server, error) {
@@ -36,19 +66,32 @@ func (a *Agent) serve() (*server, error) {
 			return nil, err
 		}
 	}
-	s := &server{a: a, ln: &credListener{Listener: a.cfg.Listener, allowed: a.cfg.AllowedUIDs, a: a}}
-	// A tool call carries up to a whole bag (16 MiB) on stdin or stdout.
-	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(32<<20), grpc.MaxSendMsgSize(32<<20))
+	self, extra := os.Getuid(), slices.Clone(a.cfg.AllowedUIDs)
+	allow := a.cfg.allowUID
+	if allow == nil {
+		allow = func(uid int) bool { return uid == self || uid == 0 || slices.Contains(extra, uid) }
+	}
+	refused := newConnQueue(a.cfg.Listener.Addr())
+	s := &server{a: a, ln: &credListener{Listener: a.cfg.Listener, allow: allow, extra: extra, refused: refused, a: a}}
+	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(MaxToolRequest), grpc.MaxSendMsgSize(MaxToolReply))
 	toolpb.RegisterHookToolsServer(s.grpc, &toolServer{a: a})
 	if rr, ok := a.cfg.Runner.(*RemoteRunner); ok {
 		toolpb.RegisterHookRunnerServer(s.grpc, &runnerServer{r: rr})
 	}
+	// No service is registered: every call, whatever its method, goes to
+	// refuseCall. A refused caller gets a minute, then its connection is
+	// closed.
+	s.refuse = grpc.NewServer(grpc.UnknownServiceHandler(refuseCall),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: time.Minute, MaxConnectionAgeGrace: 5 * time.Second}))
 	go func() { _ = s.grpc.Serve(s.ln) }()
+	go func() { _ = s.refuse.Serve(refused) }()
 	return s, nil
 }
 
 func (s *server) close() {
+	s.ln.refused.Close() // first: the listener never waits for it again
 	s.grpc.Stop()
+	s.refuse.Stop()
 }
 
 // InstallTools creates a symlink per hook tool in dir, pointing at binary
@@ -71,10 +114,13 @@ func InstallTools(dir, binary string) error {
 	return nil
 }
 
-// credListener accepts only connections from allowed users.
+// credListener returns the connections of allowed users; those of other
+// users go to refused, marked with the reason.
 type credListener struct {
 	net.Listener
-	allowed []int
+	allow   func(uid int) bool
+	extra   []int // Config.AllowedUIDs, for the message
+	refused *connQueue
 	a       *Agent
 }
 
@@ -85,13 +131,91 @@ func (l *credListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		uid, err := peerUID(c)
-		if err == nil && (uid == os.Getuid() || uid == 0 || slices.Contains(l.allowed, uid)) {
+		if err == nil && l.allow(uid) {
 			return c, nil
 		}
 		l.a.log.Warn("hook tool connection refused", "uid", uid, "err", err)
+		l.refused.put(&refusedConn{Conn: c, why: l.refusal(uid, err)})
+	}
+}
+
+// refusal is the message of a caller refused: its uid, and who may call.
+func (l *credListener) refusal(uid int, err error) string {
+	if err != nil {
+		return "permission denied: cannot tell which user called the unit agent's socket: " + err.Error()
+	}
+	allowed := fmt.Sprintf("the agent's uid %d and root; bagkeeper run --hook-uids allows others", os.Getuid())
+	if len(l.extra) > 0 {
+		uids := make([]string, len(l.extra))
+		for i, u := range l.extra {
+			uids[i] = strconv.Itoa(u)
+		}
+		allowed = fmt.Sprintf("the agent's uid %d, root, and --hook-uids %s", os.Getuid(), strings.Join(uids, ","))
+	}
+	return fmt.Sprintf("permission denied: uid %d may not use the unit agent's socket (allowed: %s)", uid, allowed)
+}
+
+// refusedConn is a refused connection. Its remote address carries the
+// reason, which is how refuseCall finds it (as the peer's address).
+type refusedConn struct {
+	net.Conn
+	why string
+}
+
+func (c *refusedConn) RemoteAddr() net.Addr { return refusedAddr{c.Conn.RemoteAddr(), c.why} }
+
+type refusedAddr struct {
+	net.Addr
+	why string
+}
+
+// refuseCall answers any call on a refused connection.
+func refuseCall(_ any, stream grpc.ServerStream) error {
+	why := "permission denied"
+	if p, ok := peer.FromContext(stream.Context()); ok {
+		if a, ok := p.Addr.(refusedAddr); ok {
+			why = a.why
+		}
+	}
+	return status.Error(codes.PermissionDenied, why)
+}
+
+// connQueue is a net.Listener whose connections are handed to it by put.
+type connQueue struct {
+	addr  net.Addr
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newConnQueue(addr net.Addr) *connQueue {
+	return &connQueue{addr: addr, conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+// put hands c to Accept; once the queue is closed, it closes c instead.
+func (q *connQueue) put(c net.Conn) {
+	select {
+	case q.conns <- c:
+	case <-q.done:
 		c.Close()
 	}
 }
+
+func (q *connQueue) Accept() (net.Conn, error) {
+	select {
+	case c := <-q.conns:
+		return c, nil
+	case <-q.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (q *connQueue) Close() error {
+	q.once.Do(func() { close(q.done) })
+	return nil
+}
+
+func (q *connQueue) Addr() net.Addr { return q.addr }
 
 func peerUID(c net.Conn) (int, error) {
 	uc, ok := c.(*net.UnixConn)
@@ -134,11 +258,17 @@ func (t *toolServer) Run(ctx context.Context, req *toolpb.RunRequest) (*toolpb.R
 	resp, err := hooktools.Run(hc, hooktools.Request{
 		Command: req.GetCommand(), Args: req.GetArgs(), Dir: req.GetDir(),
 		Stdin: req.GetStdin(), StdinSet: req.GetStdinSet(),
+		ClientFiles: req.GetClientFiles(),
+		FilePath:    string(req.GetFilePath()), File: req.GetFile(), FileErr: string(req.GetFileError()),
 	})
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "bad request: %v", err)
 	}
-	return &toolpb.RunResponse{Code: int32(resp.Code), Stdout: resp.Stdout, Stderr: resp.Stderr, NeedStdin: resp.NeedStdin}, nil
+	return &toolpb.RunResponse{
+		Code: int32(resp.Code), Stdout: resp.Stdout, Stderr: resp.Stderr,
+		NeedStdin: resp.NeedStdin, NeedFile: []byte(resp.NeedFile),
+		OutputPath: []byte(resp.OutputPath), Output: resp.Output,
+	}, nil
 }
 
 type runnerServer struct {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 )
 
 // fakeContext is a Context for tests. Its fields are the fixture; the
@@ -347,7 +348,7 @@ func merge(bag, changes map[string]string) {
 	}
 }
 
-// memFiles is an in-memory fileSystem rooted nowhere: paths are keys.
+// memFiles is an in-memory file system of the hook's: paths are keys.
 type memFiles struct {
 	mu    sync.Mutex
 	files map[string][]byte
@@ -373,4 +374,58 @@ func (m *memFiles) WriteFile(p string, data []byte) error {
 	}
 	m.files[path.Clean(p)] = slices.Clone(data)
 	return nil
+}
+
+// hookFiles is the file access of the hook's side, which the client
+// performs for the tools.
+type hookFiles interface {
+	ReadFile(path string) ([]byte, error)
+	WriteFile(path string, data []byte) error
+}
+
+// clientRun runs a tool as jujuc does: it sends the request with
+// ClientFiles, answers NeedStdin with stdin (failing the test if there is
+// none) and NeedFile with the file read from files (or the error reading
+// it), and writes an output file into files, a failure to write it
+// failing the tool.
+func clientRun(t testing.TB, ctx Context, req Request, stdin *string, files hookFiles) Response {
+	t.Helper()
+	req.ClientFiles = true
+	for round := 0; ; round++ {
+		if round == 3 {
+			t.Fatalf("%s %q: still asking after %d calls", req.Command, req.Args, round)
+		}
+		resp, err := Run(ctx, req)
+		if err != nil {
+			t.Fatalf("Run %s %q: %v", req.Command, req.Args, err)
+		}
+		switch {
+		case resp.NeedStdin:
+			if req.StdinSet {
+				t.Fatalf("%s %q asked for stdin again", req.Command, req.Args)
+			}
+			req.StdinSet = true
+			if stdin != nil {
+				req.Stdin = []byte(*stdin)
+			} else {
+				t.Errorf("%s %q asked for stdin, the case has none", req.Command, req.Args)
+			}
+		case resp.NeedFile != "":
+			if req.FilePath == resp.NeedFile {
+				t.Fatalf("%s %q asked twice for %s", req.Command, req.Args, resp.NeedFile)
+			}
+			req.FilePath, req.File, req.FileErr = resp.NeedFile, nil, ""
+			if req.File, err = files.ReadFile(resp.NeedFile); err != nil {
+				req.FileErr = err.Error()
+			}
+		default:
+			if resp.OutputPath != "" {
+				if err := files.WriteFile(resp.OutputPath, resp.Output); err != nil {
+					resp.Stderr = append(resp.Stderr, "ERROR "+err.Error()+"\n"...)
+					resp.Code = 1
+				}
+			}
+			return resp
+		}
+	}
 }

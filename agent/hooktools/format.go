@@ -122,7 +122,8 @@ func (o *output) addDefaultFlags(fs *flagSet) {
 
 // write formats v and writes it to stdout, or to the file named by
 // -o/--output (relative to the caller's directory), which then holds
-// exactly the bytes stdout would have held.
+// exactly the bytes stdout would have held. The client writes that file,
+// in the hook's file system (see files.go).
 func (o *output) write(e *env, v any) error {
 	out, err := formatterFor(o.format.name)(v)
 	if err != nil {
@@ -132,5 +133,5 @@ func (o *output) write(e *env, v any) error {
 		e.stdout.Write(out)
 		return nil
 	}
-	return e.files.WriteFile(absPath(e.dir, o.path), out)
+	return e.writeFile(absPath(e.dir, o.path), out)
 }

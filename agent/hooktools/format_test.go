@@ -1,7 +1,6 @@
 package hooktools
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -115,11 +114,10 @@ func TestNames(t *testing.T) {
 }
 
 // -o/--output: a relative path is taken from the caller's directory, an
-// absolute one as is; the file gets exactly the bytes stdout would have had
-// (an empty file for a nil value); a file that cannot be written fails the
-// tool.
+// absolute one as is; the output file the client is to write gets exactly
+// the bytes stdout would have had (an empty file for a nil value), and
+// stdout gets nothing. The tool itself writes no file: the client does.
 func TestOutputFile(t *testing.T) {
-	files := newMemFiles()
 	f := newFakeContext(-1, "", "")
 	for _, tc := range []struct {
 		argv []string
@@ -128,19 +126,27 @@ func TestOutputFile(t *testing.T) {
 	}{
 		{args("-o", "out", "title"), "/charm/out", "My Title\n"},
 		{args("--output=sub/../x", "--format=json", "monsters"), "/charm/x", "false\n"},
-		{args("-o/abs/file", "missing"), "/abs/file", ""},
+		{args("-o/abs//file", "missing"), "/abs//file", ""},
 	} {
-		resp, err := run(f, Request{Command: "config-get", Args: tc.argv, Dir: "/charm"}, files)
+		resp, err := Run(f, Request{Command: "config-get", Args: tc.argv, Dir: "/charm", ClientFiles: true})
 		if err != nil || resp.Code != 0 || len(resp.Stdout)+len(resp.Stderr) != 0 {
 			t.Fatalf("%q: %+v %v", tc.argv, resp, err)
 		}
-		if data, err := files.ReadFile(tc.path); err != nil || string(data) != tc.data {
-			t.Errorf("%q: %s = %q (%v), want %q", tc.argv, tc.path, data, err, tc.data)
+		if resp.OutputPath != tc.path || string(resp.Output) != tc.data {
+			t.Errorf("%q: output %q to %q, want %q to %q", tc.argv, resp.Output, resp.OutputPath, tc.data, tc.path)
 		}
 	}
-	dir := t.TempDir()
-	resp, err := Run(f, Request{Command: "config-get", Args: args("-o", "nosuchdir/out"), Dir: dir})
-	if want := "ERROR open " + filepath.Join(dir, "nosuchdir/out") + ": no such file or directory\n"; err != nil || resp.Code != 1 || string(resp.Stderr) != want {
-		t.Errorf("unwritable: %d %q %v, want %q", resp.Code, resp.Stderr, err, want)
+	resp, err := Run(f, Request{Command: "config-get", Args: args("title"), Dir: "/charm", ClientFiles: true})
+	if err != nil || string(resp.Stdout) != "My Title\n" || resp.OutputPath != "" || resp.Output != nil {
+		t.Errorf("without -o: %+v %v", resp, err)
+	}
+}
+
+// A client that does not write output files itself (an older jujuc) gets
+// an error, not a tool that writes the file in the agent's file system.
+func TestOutputFileNeedsAClientThatWritesIt(t *testing.T) {
+	resp, err := Run(newFakeContext(-1, "", ""), Request{Command: "config-get", Args: args("-o", "out", "title"), Dir: "/charm"})
+	if err != nil || resp.Code != 1 || string(resp.Stderr) != "ERROR "+errNoClientFiles.Error()+"\n" || resp.OutputPath != "" {
+		t.Errorf("got %+v %v", resp, err)
 	}
 }

@@ -50,16 +50,7 @@ func FuzzRun(f *testing.F) {
 		files := newMemFiles()
 		files.files["/charm/spam"] = []byte(stdin)
 		req := Request{Command: name, Args: splitArgv(argv), Dir: "/charm"}
-		resp, err := run(ctx, req, files)
-		if err != nil {
-			t.Fatalf("%s %q: %v", name, req.Args, err)
-		}
-		if resp.NeedStdin {
-			req.Stdin, req.StdinSet = []byte(stdin), true
-			if resp, err = run(ctx, req, files); err != nil || resp.NeedStdin {
-				t.Fatalf("%s %q with stdin: %+v %v", name, req.Args, resp, err)
-			}
-		}
+		resp := clientRun(t, ctx, req, &stdin, files)
 		switch resp.Code {
 		case 0:
 		case 1, 2:

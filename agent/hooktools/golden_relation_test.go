@@ -450,9 +450,52 @@ func TestRelationSetContextError(t *testing.T) {
 			stderr: "ERROR value of \"k\" is too large\n"},
 	})
 	// A missing --file is a Run error naming the file, relative to the
-	// caller's directory.
-	resp, err := run(newFakeContext(0, "", ""), Request{Command: "relation-set", Args: args("--file", "nope"), Dir: "/charm"}, newMemFiles())
-	if err != nil || resp.Code != 1 || string(resp.Stderr) != "ERROR open /charm/nope: file does not exist\n" {
-		t.Errorf("missing file: %d %q %v", resp.Code, resp.Stderr, err)
+	// caller's directory: the client's error reading it, which is the one
+	// Juju's tool would print.
+	resp := clientRun(t, newFakeContext(0, "", ""), Request{Command: "relation-set", Args: args("--file", "nope"), Dir: "/charm"}, nil, newMemFiles())
+	if resp.Code != 1 || string(resp.Stderr) != "ERROR open /charm/nope: file does not exist\n" {
+		t.Errorf("missing file: %d %q", resp.Code, resp.Stderr)
 	}
+}
+
+// Keys: one that is empty or holds "=" or white space is refused, in an
+// argument (exit 2) as in the --file map (exit 1), with the text of Juju's
+// leader-get for such a key. (Juju's relation-set has no such rule: a key
+// with "=" written from a file could never be deleted with key= again.)
+func TestRelationSetKeys(t *testing.T) {
+	type m = map[string]string
+	wrote := func(want m) func(t *testing.T, f *fakeContext) {
+		return func(t *testing.T, f *fakeContext) {
+			t.Helper()
+			if w := f.relations[0].unitWrites; want == nil && len(w) != 0 || want != nil && (len(w) != 1 || !maps.Equal(w[0], want)) {
+				t.Errorf("wrote %v, want %v", w, want)
+			}
+		}
+	}
+	rs := func(id string, argv []string, file string, exit int, stderr string, want m) gcase {
+		c := gcase{id: id, tag: "-", tool: "relation-set", ctx: newFakeContext(0, "", ""), argv: argv,
+			exit: exit, stderr: stderr, check: wrote(want)}
+		if file != "" {
+			c.files = map[string]string{"spam": file}
+		}
+		return c
+	}
+	file := args("--file", "spam")
+	runGolden(t, []gcase{
+		rs("RSK01", args("a b=c"), "", 2, "ERROR invalid key \"a b\"\n", nil),
+		rs("RSK02", args("ok=1", "a\tb=c"), "", 2, "ERROR invalid key \"a\\tb\"\n", nil),
+		rs("RSK03", args(" a = c "), "", 0, "", m{"a": "c"}),
+		rs("RSK04", file, "{a=b: x}", 1, "ERROR invalid key \"a=b\"\n", nil),
+		rs("RSK05", file, "{'a b': x, c: d}", 1, "ERROR invalid key \"a b\"\n", nil),
+		rs("RSK06", file, "{'a=b': ''}", 1, "ERROR invalid key \"a=b\"\n", nil),
+		rs("RSK07", file, "{'': x}", 1, "ERROR invalid key \"\"\n", nil),
+		rs("RSK08", file, "{' a': x}", 1, "ERROR invalid key \" a\"\n", nil),
+		rs("RSK09", file, "{\"a\\u00a0b\": x}", 1, "ERROR invalid key \"a\\u00a0b\"\n", nil),
+		rs("RSK10", append(file, "k=v"), "{clé: é, x.y/z-_: '='}", 0, "", m{"clé": "é", "x.y/z-_": "=", "k": "v"}),
+		func() gcase {
+			c := rs("RSK11", args("--file", "-"), "", 1, "ERROR invalid key \"a=b\"\n", nil)
+			c.stdin = str(`{"a=b": "x"}`)
+			return c
+		}(),
+	})
 }

@@ -67,8 +67,10 @@ func runGolden(t *testing.T, cases []gcase) {
 	}
 }
 
-// runCase runs one case through Run, resending with stdin when the tool
-// asks for it, and checks the output file if the case names one.
+// runCase runs one case through Run as the client would, in a fresh
+// working directory that stands for the hook's: the client sends stdin
+// and files when the tool asks for them, and writes the output file. It
+// checks the output file if the case names one.
 func runCase(t *testing.T, f *fakeContext, c gcase) Response {
 	t.Helper()
 	dir := t.TempDir()
@@ -77,23 +79,7 @@ func runCase(t *testing.T, f *fakeContext, c gcase) Response {
 			t.Fatal(err)
 		}
 	}
-	req := Request{Command: c.tool, Args: c.argv, Dir: dir}
-	resp, err := Run(f, req)
-	if err != nil {
-		t.Fatalf("Run: %v", err)
-	}
-	if resp.NeedStdin {
-		if c.stdin == nil {
-			t.Fatalf("%s asked for stdin, the case has none", c.tool)
-		}
-		req.Stdin, req.StdinSet = []byte(*c.stdin), true
-		if resp, err = Run(f, req); err != nil {
-			t.Fatalf("Run with stdin: %v", err)
-		}
-		if resp.NeedStdin {
-			t.Fatalf("%s asked for stdin twice", c.tool)
-		}
-	}
+	resp := clientRun(t, f, Request{Command: c.tool, Args: c.argv, Dir: dir}, c.stdin, osFiles{})
 	if c.outFile != "" {
 		data, err := os.ReadFile(filepath.Join(dir, c.outFile))
 		if err != nil {
@@ -104,6 +90,15 @@ func runCase(t *testing.T, f *fakeContext, c gcase) Response {
 		}
 	}
 	return resp
+}
+
+// osFiles is the test's own file system, standing for the hook's.
+type osFiles struct{}
+
+func (osFiles) ReadFile(path string) ([]byte, error) { return os.ReadFile(path) }
+
+func (osFiles) WriteFile(path string, data []byte) error {
+	return os.WriteFile(path, data, 0o666)
 }
 
 // initTool parses argv and runs init of a tool, without running it: the

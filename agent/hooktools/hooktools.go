@@ -1,8 +1,10 @@
 // Package hooktools is the server side of Juju's hook tools (relation-get,
 // relation-set, status-set, ...). The tool binary on the hook's PATH sends
-// its name, arguments, working directory and (when asked for) stdin; Run
-// parses the arguments with Juju's rules, runs the tool against the hook's
-// Context and returns what Juju's tool would have printed and its exit code.
+// its name, arguments, working directory and (when asked for) stdin or the
+// file named by --file; Run parses the arguments with Juju's rules, runs
+// the tool against the hook's Context and returns what Juju's tool would
+// have printed and its exit code, and the output file's contents for the
+// client to write. Run never opens a file itself (see files.go).
 //
 // Exit codes and output follow Juju's command framework: 0 on success (and
 // for --help, which prints to stdout), 2 for an option or argument error, 1
@@ -23,15 +25,31 @@ type Request struct {
 	Dir      string   // caller's absolute working directory (for -o/--output and --file paths)
 	Stdin    []byte
 	StdinSet bool // false: the tool has no stdin yet
+
+	// ClientFiles is set by a client that reads and writes the files the
+	// tools name itself; without it, --file PATH and -o/--output fail.
+	ClientFiles bool
+	// FilePath is the file a previous Response's NeedFile named, File what
+	// the client read from it and FileErr, if it could not read it, why.
+	FilePath string
+	File     []byte
+	FileErr  string
 }
 
 // Response is what the tool printed and its exit code. NeedStdin is set (and
 // nothing else matters) when the tool must read stdin but StdinSet was
-// false: the caller resends the request with stdin.
+// false: the caller resends the request with stdin. Likewise NeedFile,
+// when the tool reads a file the request does not carry: the caller
+// resends the request with that file (see files.go).
 type Response struct {
 	Code           int
 	Stdout, Stderr []byte
 	NeedStdin      bool
+	NeedFile       string
+	// OutputPath, when set, is the file (-o/--output) the caller must
+	// create or truncate and fill with Output.
+	OutputPath string
+	Output     []byte
 }
 
 // ErrUnknownCommand is wrapped by the error Run returns for a command name
@@ -53,7 +71,7 @@ func Run(ctx Context, req Request) (resp Response, err error) {
 			err = nil
 		}
 	}()
-	return run(ctx, req, osFiles{})
+	return run(ctx, req)
 }
 
 // Names lists every tool name, sorted.
@@ -123,13 +141,15 @@ type command interface {
 
 // env is what a running tool sees of its invocation.
 type env struct {
-	ctx      Context
-	dir      string
-	stdin    []byte
-	stdinSet bool
-	files    fileSystem
-	stdout   bytes.Buffer
-	stderr   bytes.Buffer
+	ctx    Context
+	dir    string
+	req    *Request
+	stdout bytes.Buffer
+	stderr bytes.Buffer
+
+	// The output file the client is to write (writeFile).
+	outputPath string
+	output     []byte
 }
 
 // errNeedStdin is returned by env.readStdin when the client sent no stdin.
@@ -138,14 +158,17 @@ var errNeedStdin = errors.New("hook tool requires stdin, none supplied")
 // readStdin returns the tool's stdin, or errNeedStdin when the client has
 // not sent it yet.
 func (e *env) readStdin() ([]byte, error) {
-	if !e.stdinSet {
+	if !e.req.StdinSet {
 		return nil, errNeedStdin
 	}
-	return e.stdin, nil
+	if len(e.req.Stdin) > MaxFileSize {
+		return nil, fmt.Errorf("stdin is over the %d byte limit", MaxFileSize)
+	}
+	return e.req.Stdin, nil
 }
 
-// run is Run with the file system made explicit (tests use a fake one).
-func run(ctx Context, req Request, files fileSystem) (Response, error) {
+// run is Run without the recovery from panics.
+func run(ctx Context, req Request) (Response, error) {
 	if req.Command == "" {
 		return Response{}, errNoCommand
 	}
@@ -154,7 +177,7 @@ func run(ctx Context, req Request, files fileSystem) (Response, error) {
 		return Response{}, fmt.Errorf("%w %q", ErrUnknownCommand, req.Command)
 	}
 	cmd := newCmd(ctx)
-	e := &env{ctx: ctx, dir: req.Dir, stdin: req.Stdin, stdinSet: req.StdinSet, files: files}
+	e := &env{ctx: ctx, dir: req.Dir, req: &req}
 
 	fs := newFlagSet()
 	cmd.setFlags(fs)
@@ -169,14 +192,22 @@ func run(ctx Context, req Request, files fileSystem) (Response, error) {
 		return Response{Code: 2, Stderr: errorLine(err)}, nil
 	}
 
+	code := 0
 	if err := cmd.run(e); err != nil {
-		if errors.Is(err, errNeedStdin) {
+		var nf *needFileError
+		switch {
+		case errors.Is(err, errNeedStdin):
 			return Response{NeedStdin: true}, nil
+		case errors.As(err, &nf):
+			return Response{NeedFile: nf.path}, nil
 		}
 		e.stderr.Write(errorLine(err))
-		return Response{Code: 1, Stdout: e.stdout.Bytes(), Stderr: e.stderr.Bytes()}, nil
+		code = 1
 	}
-	return Response{Code: 0, Stdout: e.stdout.Bytes(), Stderr: e.stderr.Bytes()}, nil
+	return Response{
+		Code: code, Stdout: e.stdout.Bytes(), Stderr: e.stderr.Bytes(),
+		OutputPath: e.outputPath, Output: e.output,
+	}, nil
 }
 
 // errorLine is how Juju prints an error on stderr.

@@ -2,7 +2,9 @@ package hooktools
 
 import (
 	"fmt"
+	"sort"
 	"strings"
+	"unicode"
 
 	yaml "go.yaml.in/yaml/v2"
 )
@@ -33,6 +35,35 @@ func parseKeyValues(args []string) (map[string]string, error) {
 	return result, nil
 }
 
+// checkKey refuses a relation data key that is empty or has "=" or white
+// space in it. A key=value argument cannot name such a key (its key ends
+// at the first "=" and is trimmed of white space), so one written with
+// --file could not be deleted with relation-set KEY= afterwards; white
+// space inside a key is refused in arguments too, for one rule
+// everywhere. Juju's relation-set has no rule of its own for keys; the
+// text is that of Juju's leader-get, which refuses a key with "=".
+func checkKey(key string) error {
+	if key == "" || strings.ContainsRune(key, '=') || strings.IndexFunc(key, unicode.IsSpace) >= 0 {
+		return fmt.Errorf("invalid key %q", key)
+	}
+	return nil
+}
+
+// checkKeys checks the keys of settings with checkKey, in sorted order.
+func checkKeys(settings map[string]string) error {
+	keys := make([]string, 0, len(settings))
+	for k := range settings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if err := checkKey(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // fileValue is the --file option: a path, or "-" for stdin. Help shows its
 // default unquoted, as Juju's file options do.
 type fileValue struct{ path string }
@@ -44,12 +75,13 @@ func (f *fileValue) Set(s string) error {
 	return nil
 }
 
-// read returns the contents of the file, or stdin for "-".
+// read returns the contents of the file, or stdin for "-". The client
+// reads the file, in the hook's file system (see files.go).
 func (f *fileValue) read(e *env) ([]byte, error) {
 	if f.path == "-" {
 		return e.readStdin()
 	}
-	return e.files.ReadFile(absPath(e.dir, f.path))
+	return e.readFile(absPath(e.dir, f.path))
 }
 
 // readSettings reads the --file option (if given) as a YAML (or JSON) map

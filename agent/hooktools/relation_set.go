@@ -32,8 +32,11 @@ strings; an empty value removes the key. A key may be given only once.
 
 --file reads a YAML (or JSON) map of strings from a file, or from standard
 input when the file is "-"; key=value arguments take precedence over it.
+The file is read where the hook runs, and may hold up to 16 MiB.
 
-Changes are kept with the hook and take effect only if it succeeds.
+A key may not be empty or hold "=" or white space, in an argument or in
+the file. Changes are kept with the hook and take effect only if it
+succeeds.
 `,
 		examples: `
     relation-set port=5432 host=db.example
@@ -58,6 +61,9 @@ func (c *relationSet) init(args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := checkKeys(settings); err != nil {
+		return err
+	}
 	c.settings = settings
 	return nil
 }
@@ -66,6 +72,9 @@ func (c *relationSet) run(e *env) error {
 	deprecatedFormat(e, c.format, "relation-set")
 	settings, err := readSettings(e, &c.file, c.settings)
 	if err != nil {
+		return err
+	}
+	if err := checkKeys(settings); err != nil {
 		return err
 	}
 	r, err := c.ctx.Relation(c.relation.id)

@@ -77,7 +77,8 @@ func (c *stateSet) info() *info {
 state-set sets keys of the charm state kept for this unit by the agent. The
 values are stored as given, even when empty; use state-delete to remove a
 key. --file reads a YAML map of strings from a file, or from standard input
-when the file is "-"; key=value arguments take precedence over it.
+when the file is "-"; key=value arguments take precedence over it. The file
+is read where the hook runs, and may hold up to 16 MiB.
 
 Keys are limited to 256 bytes and values to 64 KiB. Changes are kept with
 the hook and take effect only if it succeeds.

@@ -39,8 +39,20 @@ type RunRequest struct {
 	// Whether stdin is included. The client first calls without it; if the
 	// tool needs it the response says so, and the client calls again with
 	// everything it could read from its stdin.
-	StdinSet      bool   `protobuf:"varint,5,opt,name=stdin_set,json=stdinSet,proto3" json:"stdin_set,omitempty"`
-	Stdin         []byte `protobuf:"bytes,6,opt,name=stdin,proto3" json:"stdin,omitempty"`
+	StdinSet bool   `protobuf:"varint,5,opt,name=stdin_set,json=stdinSet,proto3" json:"stdin_set,omitempty"`
+	Stdin    []byte `protobuf:"bytes,6,opt,name=stdin,proto3" json:"stdin,omitempty"`
+	// Set by a client that reads the files a tool reads (--file PATH) and
+	// writes the files it writes (-o/--output PATH) itself, in the caller's
+	// file system: the agent never opens a path the caller names, and
+	// refuses those options to a client that does not set this.
+	ClientFiles bool `protobuf:"varint,7,opt,name=client_files,json=clientFiles,proto3" json:"client_files,omitempty"`
+	// The file the previous response's need_file named (exactly as named),
+	// and either what it holds (file) or, if it could not be read, why
+	// (file_error: the text the tool reports as its error). Paths are bytes,
+	// not strings: a file name need not be UTF-8.
+	FilePath      []byte `protobuf:"bytes,8,opt,name=file_path,json=filePath,proto3" json:"file_path,omitempty"`
+	File          []byte `protobuf:"bytes,9,opt,name=file,proto3" json:"file,omitempty"`
+	FileError     []byte `protobuf:"bytes,10,opt,name=file_error,json=fileError,proto3" json:"file_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -117,13 +129,51 @@ func (x *RunRequest) GetStdin() []byte {
 	return nil
 }
 
+func (x *RunRequest) GetClientFiles() bool {
+	if x != nil {
+		return x.ClientFiles
+	}
+	return false
+}
+
+func (x *RunRequest) GetFilePath() []byte {
+	if x != nil {
+		return x.FilePath
+	}
+	return nil
+}
+
+func (x *RunRequest) GetFile() []byte {
+	if x != nil {
+		return x.File
+	}
+	return nil
+}
+
+func (x *RunRequest) GetFileError() []byte {
+	if x != nil {
+		return x.FileError
+	}
+	return nil
+}
+
 type RunResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Code   int32                  `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
 	Stdout []byte                 `protobuf:"bytes,2,opt,name=stdout,proto3" json:"stdout,omitempty"`
 	Stderr []byte                 `protobuf:"bytes,3,opt,name=stderr,proto3" json:"stderr,omitempty"`
 	// The tool needs stdin: send the request again with stdin_set.
-	NeedStdin     bool `protobuf:"varint,4,opt,name=need_stdin,json=needStdin,proto3" json:"need_stdin,omitempty"`
+	NeedStdin bool `protobuf:"varint,4,opt,name=need_stdin,json=needStdin,proto3" json:"need_stdin,omitempty"`
+	// The tool reads this file (an absolute path in the caller's file
+	// system): send the request again with file_path set to it, and the
+	// file's contents or the error reading it.
+	NeedFile []byte `protobuf:"bytes,5,opt,name=need_file,json=needFile,proto3" json:"need_file,omitempty"`
+	// The tool's output goes to this file (-o/--output; an absolute path in
+	// the caller's file system): the client creates or truncates it, with
+	// mode 0666 less its umask, and writes output to it. stdout then holds
+	// nothing of the output.
+	OutputPath    []byte `protobuf:"bytes,6,opt,name=output_path,json=outputPath,proto3" json:"output_path,omitempty"`
+	Output        []byte `protobuf:"bytes,7,opt,name=output,proto3" json:"output,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -184,6 +234,27 @@ func (x *RunResponse) GetNeedStdin() bool {
 		return x.NeedStdin
 	}
 	return false
+}
+
+func (x *RunResponse) GetNeedFile() []byte {
+	if x != nil {
+		return x.NeedFile
+	}
+	return nil
+}
+
+func (x *RunResponse) GetOutputPath() []byte {
+	if x != nil {
+		return x.OutputPath
+	}
+	return nil
+}
+
+func (x *RunResponse) GetOutput() []byte {
+	if x != nil {
+		return x.Output
+	}
+	return nil
 }
 
 type RunnerHello struct {
@@ -401,7 +472,7 @@ var File_agent_toolpb_tools_proto protoreflect.FileDescriptor
 
 const file_agent_toolpb_tools_proto_rawDesc = "" +
 	"\n" +
-	"\x18agent/toolpb/tools.proto\x12\x12bagkeeper.tools.v1\"\x9e\x01\n" +
+	"\x18agent/toolpb/tools.proto\x12\x12bagkeeper.tools.v1\"\x91\x02\n" +
 	"\n" +
 	"RunRequest\x12\x1d\n" +
 	"\n" +
@@ -410,13 +481,23 @@ const file_agent_toolpb_tools_proto_rawDesc = "" +
 	"\acommand\x18\x03 \x01(\tR\acommand\x12\x12\n" +
 	"\x04args\x18\x04 \x03(\tR\x04args\x12\x1b\n" +
 	"\tstdin_set\x18\x05 \x01(\bR\bstdinSet\x12\x14\n" +
-	"\x05stdin\x18\x06 \x01(\fR\x05stdin\"p\n" +
+	"\x05stdin\x18\x06 \x01(\fR\x05stdin\x12!\n" +
+	"\fclient_files\x18\a \x01(\bR\vclientFiles\x12\x1b\n" +
+	"\tfile_path\x18\b \x01(\fR\bfilePath\x12\x12\n" +
+	"\x04file\x18\t \x01(\fR\x04file\x12\x1d\n" +
+	"\n" +
+	"file_error\x18\n" +
+	" \x01(\fR\tfileError\"\xc6\x01\n" +
 	"\vRunResponse\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\x05R\x04code\x12\x16\n" +
 	"\x06stdout\x18\x02 \x01(\fR\x06stdout\x12\x16\n" +
 	"\x06stderr\x18\x03 \x01(\fR\x06stderr\x12\x1d\n" +
 	"\n" +
-	"need_stdin\x18\x04 \x01(\bR\tneedStdin\"!\n" +
+	"need_stdin\x18\x04 \x01(\bR\tneedStdin\x12\x1b\n" +
+	"\tneed_file\x18\x05 \x01(\fR\bneedFile\x12\x1f\n" +
+	"\voutput_path\x18\x06 \x01(\fR\n" +
+	"outputPath\x12\x16\n" +
+	"\x06output\x18\a \x01(\fR\x06output\"!\n" +
 	"\vRunnerHello\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\xba\x01\n" +
 	"\x0eHookAssignment\x12\x1d\n" +

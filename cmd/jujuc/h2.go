@@ -54,8 +54,11 @@ const (
 	maxWindow       = 1<<31 - 1
 
 	// maxReply is the largest reply body accepted; the receive windows are
-	// opened that wide at once.
-	maxReply = 1 << 30
+	// opened that wide at once. It is the agent's largest reply message,
+	// agent.MaxToolReply (9 bags' worth: the most that escaping makes of
+	// one bag formatted as JSON, plus 1 MiB), with its 5-byte gRPC
+	// prefix; the tests check they agree.
+	maxReply = 9*maxInput + 1<<20 + 5
 	// recvMaxFrame is the SETTINGS_MAX_FRAME_SIZE advertised.
 	recvMaxFrame = 1 << 20
 	// readBuffer is the size of the read buffer: frames up to this size are

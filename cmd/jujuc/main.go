@@ -13,6 +13,15 @@
 // Problems on the client's side are printed as "ERROR <message>" with exit
 // code 1, as Juju's client does.
 //
+// Files: the agent runs in another container than the hook, with other
+// files, and never opens a path a hook names. When a tool reads a file
+// (--file PATH) the agent answers with its absolute path; the client reads
+// it here and calls again with its contents, or with the error reading it,
+// which the tool reports as Juju's tool would. When a tool's output goes to
+// a file (-o/--output PATH), the agent returns it and the client writes the
+// file here. A file or stdin is read up to maxInput bytes: past that the
+// tool fails, so that /dev/zero or an endless pipe costs little.
+//
 // Hooks call tools often, and each call is an exec, so this binary is kept
 // to what starts fastest: it speaks just enough HTTP/2, HPACK and protobuf
 // by hand instead of linking grpc-go, whose package initialisation alone
@@ -33,6 +42,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -40,8 +50,11 @@ import (
 // waitTimeout bounds any single wait on the agent's socket.
 const waitTimeout = 5 * time.Minute
 
-// maxStdin is the most stdin sent to a tool.
-const maxStdin = 1 << 30
+// maxInput is the most a tool reads from a file or stdin: the size of the
+// largest relation bag. It must equal raftstore.MaxBagSize and
+// hooktools.MaxFileSize (the tests check it); this binary does not import
+// them, to keep to the standard library.
+const maxInput = 16 << 20
 
 // selfName is the name this binary is installed under.
 const selfName = "jujuc"
@@ -114,26 +127,59 @@ func (c *client) main(args []string) int {
 		return c.fail("JUJU_AGENT_SOCKET_ADDRESS not set")
 	}
 
-	req := &request{contextID: ctxID, dir: dir, command: name, args: args}
-	resp, err := c.call(addr, req)
-	if err == nil && resp.needStdin {
-		req.stdinSet = true
-		if req.stdin, err = readStdin(c.stdin); err != nil {
+	req := &request{contextID: ctxID, dir: dir, command: name, args: args, clientFiles: true}
+	for {
+		resp, err := c.call(addr, req)
+		if err != nil {
 			return c.fail(err.Error())
 		}
-		resp, err = c.call(addr, req)
-		if err == nil && resp.needStdin {
-			return c.fail("the unit agent asked again for stdin, which it was sent")
+		switch {
+		case resp.needStdin:
+			if req.stdinSet {
+				return c.fail("the unit agent asked again for stdin, which it was sent")
+			}
+			req.stdinSet = true
+			if req.stdin, err = readStdin(c.stdin); err != nil {
+				return c.fail(err.Error())
+			}
+		case resp.needFile != "":
+			// A tool reads one file at most: the agent asks once.
+			switch req.filePath {
+			case "":
+			case resp.needFile:
+				return c.fail("the unit agent asked again for " + req.filePath + ", which it was sent")
+			default:
+				return c.fail("the unit agent asked for " + resp.needFile + " after " + req.filePath + ", which it was sent")
+			}
+			if !strings.HasPrefix(resp.needFile, "/") {
+				return c.fail("the unit agent asked for a file by a relative path: " + resp.needFile)
+			}
+			req.filePath = resp.needFile
+			if req.file, err = readFile(resp.needFile); err != nil {
+				req.file, req.fileError = nil, err.Error()
+			}
+		default:
+			return c.finish(resp)
 		}
 	}
-	if err != nil {
-		return c.fail(err.Error())
-	}
+}
+
+// finish prints what the tool printed, writes its output file, if it has
+// one, and returns its exit code, or 1 if the file could not be written.
+func (c *client) finish(resp response) int {
 	if len(resp.stdout) > 0 {
 		c.stdout.Write(resp.stdout)
 	}
 	if len(resp.stderr) > 0 {
 		c.stderr.Write(resp.stderr)
+	}
+	if resp.outputPath != "" {
+		if !strings.HasPrefix(resp.outputPath, "/") {
+			return c.fail("the unit agent named an output file by a relative path: " + resp.outputPath)
+		}
+		if err := writeFile(resp.outputPath, resp.output); err != nil {
+			return c.fail(err.Error())
+		}
 	}
 	return int(resp.code)
 }
@@ -154,16 +200,78 @@ func (c *client) fail(msg string) int {
 	return 1
 }
 
-// readStdin reads all of stdin, up to maxStdin bytes.
+// readStdin reads all of stdin, up to maxInput bytes.
 func readStdin(r io.Reader) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, maxStdin+1))
+	b, err := readLimited(r, 0)
 	if err != nil {
 		return nil, errors.New("cannot read stdin: " + err.Error())
 	}
-	if len(b) > maxStdin {
-		return nil, errors.New("stdin is larger than 1 GiB")
+	if len(b) > maxInput {
+		return nil, errors.New("stdin is over the " + strconv.Itoa(maxInput) + " byte limit")
 	}
 	return b, nil
+}
+
+// readFile reads the file at path, up to maxInput bytes. Its errors are
+// those of os.ReadFile, which Juju's tools print ("open /x: no such file
+// or directory"), or that it is over the limit.
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var size int64
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		size = fi.Size()
+	}
+	var b []byte
+	if size <= maxInput {
+		b, err = readLimited(f, int(size))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if size > maxInput || len(b) > maxInput {
+		return nil, errors.New("file " + path + " is over the " + strconv.Itoa(maxInput) + " byte limit")
+	}
+	return b, nil
+}
+
+// readLimited reads r to its end, but no more than maxInput+1 bytes: more
+// than maxInput means too much. sizeHint, if not 0, is what r is expected
+// to hold.
+func readLimited(r io.Reader, sizeHint int) ([]byte, error) {
+	b := make([]byte, 0, min(sizeHint, maxInput)+1)
+	for len(b) <= maxInput {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // grow
+		}
+		n, err := r.Read(b[len(b):min(cap(b), maxInput+1)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// writeFile creates or truncates the file at path, as Juju's tools do
+// (mode 0666 less the umask), and writes data to it. Its errors are those
+// of os.Create and File.Write, which Juju's tools print.
+func writeFile(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o666)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // usage is the text printed when the binary is run by its own name.

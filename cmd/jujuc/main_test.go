@@ -39,7 +39,7 @@ func TestToolSendsItsCallAndPrintsTheReply(t *testing.T) {
 	}
 	want := &toolpb.RunRequest{
 		ContextId: "unit-0-hook-1", Dir: wd, Command: "relation-get",
-		Args: []string{"-r", "db:1", "", "-", "--app", "é"},
+		Args: []string{"-r", "db:1", "", "-", "--app", "é"}, ClientFiles: true,
 	}
 	reqs := a.requests()
 	if len(reqs) != 1 || !proto.Equal(reqs[0], want) {

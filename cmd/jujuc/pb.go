@@ -8,20 +8,27 @@ import "errors"
 
 // request is a RunRequest.
 type request struct {
-	contextID string   // field 1
-	dir       string   // field 2
-	command   string   // field 3
-	args      []string // field 4
-	stdinSet  bool     // field 5
-	stdin     []byte   // field 6
+	contextID   string   // field 1
+	dir         string   // field 2
+	command     string   // field 3
+	args        []string // field 4
+	stdinSet    bool     // field 5
+	stdin       []byte   // field 6
+	clientFiles bool     // field 7
+	filePath    string   // field 8
+	file        []byte   // field 9
+	fileError   string   // field 10
 }
 
 // response is a RunResponse.
 type response struct {
-	code      int32  // field 1
-	stdout    []byte // field 2
-	stderr    []byte // field 3
-	needStdin bool   // field 4
+	code       int32  // field 1
+	stdout     []byte // field 2
+	stderr     []byte // field 3
+	needStdin  bool   // field 4
+	needFile   string // field 5
+	outputPath string // field 6
+	output     []byte // field 7
 }
 
 // Protobuf wire types.
@@ -55,7 +62,7 @@ var (
 )
 
 // size returns the encoded size of r, so that it can be encoded without
-// growing the buffer (stdin can be megabytes).
+// growing the buffer (stdin or a file can be megabytes).
 func (r *request) size() int {
 	n := lenFieldSize(len(r.contextID)) + lenFieldSize(len(r.dir)) + lenFieldSize(len(r.command))
 	for _, a := range r.args {
@@ -64,7 +71,11 @@ func (r *request) size() int {
 	if r.stdinSet {
 		n += 2
 	}
-	return n + lenFieldSize(len(r.stdin))
+	n += lenFieldSize(len(r.stdin))
+	if r.clientFiles {
+		n += 2
+	}
+	return n + lenFieldSize(len(r.filePath)) + lenFieldSize(len(r.file)) + lenFieldSize(len(r.fileError))
 }
 
 // appendTo appends r in protobuf encoding to b. Like the generated code, it
@@ -81,7 +92,13 @@ func (r *request) appendTo(b []byte) []byte {
 	if r.stdinSet {
 		b = append(b, 5<<3|wireVarint, 1)
 	}
-	return appendLenField(b, 6, r.stdin)
+	b = appendLenField(b, 6, r.stdin)
+	if r.clientFiles {
+		b = append(b, 7<<3|wireVarint, 1)
+	}
+	b = appendLenField(b, 8, r.filePath)
+	b = appendLenField(b, 9, r.file)
+	return appendLenField(b, 10, r.fileError)
 }
 
 // lenFieldSize is the encoded size of a non-repeated length-delimited field
@@ -140,15 +157,22 @@ func parseResponse(b []byte) (response, error) {
 				return response{}, err
 			}
 			r.code, b = int32(v), b[n:]
-		case (num == 2 || num == 3) && typ == wireBytes:
+		case typ == wireBytes && (num == 2 || num == 3 || num == 5 || num == 6 || num == 7):
 			v, n, err := consumeBytes(b)
 			if err != nil {
 				return response{}, err
 			}
-			if num == 2 {
+			switch num {
+			case 2:
 				r.stdout = v
-			} else {
+			case 3:
 				r.stderr = v
+			case 5:
+				r.needFile = string(v)
+			case 6:
+				r.outputPath = string(v)
+			case 7:
+				r.output = v
 			}
 			b = b[n:]
 		case num == 4 && typ == wireVarint:

@@ -19,6 +19,10 @@ func TestRequestEncodingMatchesGeneratedCode(t *testing.T) {
 		{contextID: "ctx", dir: "/d", command: "relation-get", args: []string{"", "-", "é", strings.Repeat("a", 300)}},
 		{command: "relation-set", stdinSet: true},
 		{command: "relation-set", stdinSet: true, stdin: randomBytes(70000)},
+		{command: "relation-set", clientFiles: true},
+		{command: "relation-set", clientFiles: true, filePath: "/charm/s\xff", file: randomBytes(70000)},
+		{command: "state-set", clientFiles: true, filePath: "/x", fileError: "open /x: no such file or directory"},
+		{contextID: "c", command: "relation-set", stdinSet: true, stdin: []byte("s"), clientFiles: true, filePath: "/f", file: []byte("{}"), fileError: "e"},
 	} {
 		got := r.appendTo(nil)
 		if len(got) != r.size() {
@@ -26,7 +30,8 @@ func TestRequestEncodingMatchesGeneratedCode(t *testing.T) {
 		}
 		want, err := proto.MarshalOptions{Deterministic: true}.Marshal(&toolpb.RunRequest{
 			ContextId: r.contextID, Dir: r.dir, Command: r.command, Args: r.args,
-			StdinSet: r.stdinSet, Stdin: r.stdin,
+			StdinSet: r.stdinSet, Stdin: r.stdin, ClientFiles: r.clientFiles,
+			FilePath: []byte(r.filePath), File: r.file, FileError: []byte(r.fileError),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -45,6 +50,9 @@ func TestResponseDecoding(t *testing.T) {
 		{Code: -1},
 		{Code: math.MinInt32, Stdout: randomBytes(1 << 17)},
 		{Code: math.MaxInt32},
+		{NeedFile: []byte("/charm/settings.yaml")},
+		{Code: 1, Stderr: []byte("--format flag deprecated"), OutputPath: []byte("/charm/o\xff"), Output: randomBytes(1 << 17)},
+		{OutputPath: []byte("/charm/empty")},
 	} {
 		b, err := proto.Marshal(want)
 		if err != nil {
@@ -54,8 +62,7 @@ func TestResponseDecoding(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v", want, err)
 		}
-		if got.code != want.Code || !bytes.Equal(got.stdout, want.Stdout) ||
-			!bytes.Equal(got.stderr, want.Stderr) || got.needStdin != want.NeedStdin {
+		if !sameResponse(got, want) {
 			t.Errorf("decoded %+v, want %v", got, want)
 		}
 	}
@@ -122,7 +129,10 @@ func TestResponseDecodingErrors(t *testing.T) {
 // FuzzParseResponse checks the decoder against the generated code: what
 // one accepts the other does, with the same values.
 func FuzzParseResponse(f *testing.F) {
-	for _, m := range []*toolpb.RunResponse{{}, {Code: -2, Stdout: []byte("o"), Stderr: []byte("e"), NeedStdin: true}} {
+	for _, m := range []*toolpb.RunResponse{
+		{}, {Code: -2, Stdout: []byte("o"), Stderr: []byte("e"), NeedStdin: true},
+		{NeedFile: []byte("/f"), OutputPath: []byte("/o"), Output: []byte("out")},
+	} {
 		b, _ := proto.Marshal(m)
 		f.Add(b)
 	}
@@ -134,8 +144,7 @@ func FuzzParseResponse(f *testing.F) {
 		if (err == nil) != (werr == nil) {
 			t.Fatalf("%x: parseResponse error %v, generated code error %v", b, err, werr)
 		}
-		if err == nil && (got.code != want.Code || !bytes.Equal(got.stdout, want.Stdout) ||
-			!bytes.Equal(got.stderr, want.Stderr) || got.needStdin != want.NeedStdin) {
+		if err == nil && !sameResponse(got, &want) {
 			t.Fatalf("%x: decoded %+v, the generated code %v", b, got, &want)
 		}
 	})
@@ -151,4 +160,12 @@ func TestGroupDepthLimitMatchesGeneratedCode(t *testing.T) {
 			t.Errorf("%d nested groups: parseResponse error %v, generated code error %v", depth, err, werr)
 		}
 	}
+}
+
+// sameResponse reports whether the hand decoder's r has the values of the
+// generated code's m.
+func sameResponse(r response, m *toolpb.RunResponse) bool {
+	return r.code == m.Code && bytes.Equal(r.stdout, m.Stdout) && bytes.Equal(r.stderr, m.Stderr) &&
+		r.needStdin == m.NeedStdin && r.needFile == string(m.NeedFile) &&
+		r.outputPath == string(m.OutputPath) && bytes.Equal(r.output, m.Output)
 }
