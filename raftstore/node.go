@@ -237,6 +237,9 @@ func Open(cfg Config) (*Node, error) {
 		}
 	}()
 
+	if _, err := (storeCheck{dir: dir.RaftPath(), log: n.log}).run(); err != nil {
+		return nil, err
+	}
 	boltPath := filepath.Join(dir.RaftPath(), "raft.db")
 	n.bolt, err = raftboltdb.New(raftboltdb.Options{Path: boltPath, BoltOptions: &bbolt.Options{Timeout: time.Second}})
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/bagkeeper/bagkeeper/raftstore/state"
 	"github.com/bagkeeper/bagkeeper/raftstore/transport"
 	"github.com/bagkeeper/bagkeeper/sidecar"
+	"github.com/bagkeeper/bagkeeper/sidecar/memlimit"
 )
 
 const defaultDataDir = "/var/lib/bagkeeper"
@@ -28,7 +29,11 @@ Runs the sidecar: the pod's member of the application's raft group. It finds
 its peers, bootstraps or joins the group, claims the pod's unit, and serves
 /healthz, /readyz and /metrics on --http-bind and the admin API on
 --admin-socket. SIGTERM stops it gracefully: the unit is released, leadership
-is handed over, and (for pods without an ordinal) the member leaves.`
+is handed over, and (for pods without an ordinal) the member leaves.
+
+Unless GOMEMLIMIT is set, it sets the Go runtime's soft memory limit to 90%
+of the container's memory limit (cgroup v2 memory.max or cgroup v1
+memory.limit_in_bytes); GOMEMLIMIT=off leaves it without one.`
 
 type runFlags struct {
 	fs *cmdFlags
@@ -291,6 +296,9 @@ func cmdRun(e *env, args []string) error {
 		stop() // a second signal kills the process at once
 	}()
 	logger.Info("starting", "version", version, "app", cfg.App, "pod", cfg.Pod, "advertise", cfg.Advertise, "data_dir", cfg.DataDir)
+	// The Go runtime's soft memory limit: from GOMEMLIMIT when it is set,
+	// else from the container's memory limit.
+	memlimit.Apply(memlimit.Config{LookupEnv: e.lookupEnv}).Log(logger)
 	err = sidecar.Run(ctx, cfg)
 	if err != nil && errors.Is(err, context.Canceled) {
 		return nil

@@ -1,0 +1,159 @@
+// Package memlimit sets the Go runtime's soft memory limit from the memory
+// limit of the container the sidecar runs in, unless GOMEMLIMIT says
+// otherwise.
+//
+// Without a soft limit the Go heap grows to twice its live data before a
+// collection (GOGC=100): a sidecar that holds 150 MiB of bags can reach
+// 300 MiB and be OOM-killed in a container of 256 MiB although its live
+// data fits. With the limit set below the container's, the runtime
+// collects harder as it approaches it instead.
+package memlimit
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"math"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+)
+
+// Percent is the share of the container's memory limit given to the Go
+// runtime, leaving 10 % (25.6 MiB of a 256 MiB container) for what the
+// container's limit counts and the Go runtime does not:
+//
+//   - the pages of the memory-mapped raft log (raft.db) the process has
+//     read, which after a load can be as much as the heap (BENCHMARKS.md),
+//     and of the binary. bbolt maps the file read-only and writes with
+//     write and fdatasync, so these are clean page cache that the kernel
+//     reclaims before it kills the container: they need little headroom;
+//   - kernel memory charged to the container (socket buffers, page tables);
+//   - the runtime's overshoot: the soft limit is a target the collector
+//     works towards, not a cap on allocation.
+//
+// More headroom would only make the collector run more often for nothing:
+// live data beyond the limit gets the container killed whatever the share.
+const Percent = 90
+
+// The cgroup files that hold the container's memory limit.
+const (
+	// CgroupV2File holds "max" or the limit in bytes (cgroup v2, with the
+	// container's cgroup mounted at /sys/fs/cgroup, as container runtimes
+	// do with a cgroup namespace).
+	CgroupV2File = "/sys/fs/cgroup/memory.max"
+	// CgroupV1File holds the limit in bytes, a huge number when there is
+	// none (cgroup v1).
+	CgroupV1File = "/sys/fs/cgroup/memory/memory.limit_in_bytes"
+)
+
+// v1Unlimited: cgroup v1 reports "no limit" as the largest page-aligned
+// int64 (9223372036854771712 with 4 KiB pages); anything from 1 EiB on is
+// taken for that.
+const v1Unlimited = 1 << 60
+
+// Config says where to look. The zero value looks at the real files and
+// the process's environment, and sets the runtime's limit.
+type Config struct {
+	CgroupV2, CgroupV1 string                        // default CgroupV2File, CgroupV1File
+	LookupEnv          func(string) (string, bool)   // default os.LookupEnv
+	SetMemoryLimit     func(limit int64) (old int64) // default debug.SetMemoryLimit
+}
+
+// Result is what Apply decided.
+type Result struct {
+	// Limit is the Go runtime's soft memory limit after Apply, math.MaxInt64
+	// when there is none.
+	Limit int64
+	// Source says where Limit came from: "GOMEMLIMIT", the cgroup file
+	// it was computed from, or "none" (no container limit found).
+	Source string
+	// Container is the container's memory limit in bytes when Source is a
+	// cgroup file.
+	Container int64
+	// Note says why no container limit was found, when none was.
+	Note string
+}
+
+// Apply sets the Go runtime's soft memory limit to Percent of the
+// container's memory limit, unless GOMEMLIMIT is set (the runtime has
+// applied it already, "off" included) or no limit is found.
+func Apply(c Config) Result {
+	if c.CgroupV2 == "" {
+		c.CgroupV2 = CgroupV2File
+	}
+	if c.CgroupV1 == "" {
+		c.CgroupV1 = CgroupV1File
+	}
+	if c.LookupEnv == nil {
+		c.LookupEnv = os.LookupEnv
+	}
+	if c.SetMemoryLimit == nil {
+		c.SetMemoryLimit = debug.SetMemoryLimit
+	}
+	if _, ok := c.LookupEnv("GOMEMLIMIT"); ok {
+		return Result{Limit: c.SetMemoryLimit(-1), Source: "GOMEMLIMIT"} // -1 reads the limit without changing it
+	}
+	limit, source, note := containerLimit(c.CgroupV2, c.CgroupV1)
+	if limit <= 0 {
+		return Result{Limit: c.SetMemoryLimit(-1), Source: "none", Note: note}
+	}
+	goLimit := limit / 100 * Percent
+	c.SetMemoryLimit(goLimit)
+	return Result{Limit: goLimit, Source: source, Container: limit}
+}
+
+// containerLimit returns the container's memory limit and the file it
+// came from, or 0 and why there is none.
+func containerLimit(v2, v1 string) (int64, string, string) {
+	b, err := os.ReadFile(v2)
+	switch {
+	case err == nil:
+		s := strings.TrimSpace(string(b))
+		if s == "max" {
+			return 0, "", v2 + " says max"
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n <= 0 {
+			return 0, "", fmt.Sprintf("%s holds %q, not a limit", v2, s)
+		}
+		return n, v2, ""
+	case !errors.Is(err, fs.ErrNotExist):
+		return 0, "", err.Error()
+	}
+	b, err = os.ReadFile(v1)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, "", fmt.Sprintf("neither %s nor %s exists", v2, v1)
+	}
+	if err != nil {
+		return 0, "", err.Error()
+	}
+	s := strings.TrimSpace(string(b))
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || n == 0 {
+		return 0, "", fmt.Sprintf("%s holds %q, not a limit", v1, s)
+	}
+	if n >= v1Unlimited {
+		return 0, "", v1 + " says unlimited"
+	}
+	return int64(n), v1, ""
+}
+
+// Log writes one INFO line with the limit and where it came from.
+func (r Result) Log(logger *slog.Logger) {
+	limit := any(r.Limit)
+	if r.Limit == math.MaxInt64 {
+		limit = "none"
+	}
+	switch {
+	case r.Container > 0:
+		logger.Info("Go memory limit set from the container's", "limit", limit, "source", r.Source,
+			"container_limit", r.Container, "percent", Percent)
+	case r.Source == "GOMEMLIMIT":
+		logger.Info("Go memory limit from GOMEMLIMIT", "limit", limit, "source", r.Source)
+	default:
+		logger.Info("Go memory limit not set: no container memory limit found", "limit", limit, "source", r.Source, "reason", r.Note)
+	}
+}
