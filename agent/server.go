@@ -23,7 +23,7 @@ import (
 
 	"github.com/bagkeeper/bagkeeper/agent/hooktools"
 	"github.com/bagkeeper/bagkeeper/agent/toolpb"
-	"github.com/bagkeeper/bagkeeper/raftstore"
+	"github.com/bagkeeper/bagkeeper/raftstore/state"
 )
 
 // The largest messages of the hook-tool socket, which the agent and the
@@ -32,14 +32,14 @@ const (
 	// MaxToolRequest: a request carries at most a file or stdin of
 	// hooktools.MaxFileSize (a bag's worth), and the tool's arguments,
 	// which the kernel bounds to a few MiB (ARG_MAX).
-	MaxToolRequest = 2 * raftstore.MaxBagSize
+	MaxToolRequest = 2 * state.MaxBagSize
 	// MaxToolReply: a reply carries a tool's output, on stdout or for its
 	// output file. The largest is a whole bag or the leader settings, each
 	// up to MaxBagSize, as JSON or YAML, whose escapes make it up to 9
 	// times larger: JSON writes '<' as \u003c, so the entry {"<":"<"} of 2
 	// bytes takes 18 (with its quotes, colon and comma); YAML's worst is
 	// 15 bytes for 2. The extra MiB is for the braces and the rest.
-	MaxToolReply = 9*raftstore.MaxBagSize + 1<<20
+	MaxToolReply = 9*state.MaxBagSize + 1<<20
 )
 
 // server serves the hook tools (and the remote hook runner) on the agent's

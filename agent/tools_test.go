@@ -25,7 +25,8 @@ import (
 
 	"github.com/bagkeeper/bagkeeper/agent/hooktools"
 	"github.com/bagkeeper/bagkeeper/agent/toolpb"
-	"github.com/bagkeeper/bagkeeper/raftstore"
+	"github.com/bagkeeper/bagkeeper/raftstore/state"
+	"github.com/bagkeeper/bagkeeper/raftstore/state/statetest"
 	"github.com/bagkeeper/bagkeeper/sidecar/unixsock"
 )
 
@@ -37,7 +38,7 @@ import (
 // the hook tools, with a cluster-relation-changed hook running.
 type toolAgent struct {
 	*Agent
-	store  *memStore
+	store  *statetest.Store
 	rel    int64
 	socket string
 	hc     *hookContext
@@ -64,7 +65,7 @@ func startToolAgent(t *testing.T, opts ...agentOpt) *toolAgent {
 	cfg := Config{
 		Store: s, Unit: func() string { return "app/0" }, Member: "app-0/x", Pod: "pod-1",
 		Charm: ch, Listener: ln, Socket: socket, ToolsDir: filepath.Join(sockDir, "tools"), ToolBinary: hookTool,
-		Logger: slog.New(slog.DiscardHandler), Now: s.clock,
+		Logger: slog.New(slog.DiscardHandler), Now: s.Now,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -285,8 +286,8 @@ func TestOutputFileIsWrittenWhereTheHookRuns(t *testing.T) {
 
 // The limits of the hook tools are the store's.
 func TestToolInputLimitIsTheBagLimit(t *testing.T) {
-	if hooktools.MaxFileSize != raftstore.MaxBagSize {
-		t.Errorf("the tools read up to %d bytes, a bag holds %d", hooktools.MaxFileSize, raftstore.MaxBagSize)
+	if hooktools.MaxFileSize != state.MaxBagSize {
+		t.Errorf("the tools read up to %d bytes, a bag holds %d", hooktools.MaxFileSize, state.MaxBagSize)
 	}
 }
 
@@ -449,7 +450,7 @@ func TestBagAtTheLimitRoundTrips(t *testing.T) {
 		t.Fatalf("the unit's bag holds %v already", b)
 	}
 	wd := t.TempDir()
-	value := lowercase(raftstore.MaxBagSize - len("a: \n"))
+	value := lowercase(state.MaxBagSize - len("a: \n"))
 	file := "a: " + value + "\n" // the largest file a tool reads
 	if len(file) != hooktools.MaxFileSize {
 		t.Fatalf("file of %d bytes", len(file))
@@ -484,8 +485,8 @@ func TestLargestReply(t *testing.T) {
 		t.Skip("slow with the race detector; run without -race")
 	}
 	ta := startToolAgent(t)
-	half := strings.Repeat("<", raftstore.MaxBagSize/2-1)
-	ta.store.must(raftstore.UpdateBagOp(ta.rel, "app/1", map[string]string{"a": half, "b": half}))
+	half := strings.Repeat("<", state.MaxBagSize/2-1)
+	ta.store.Must(state.UpdateBagOp(ta.rel, "app/1", map[string]string{"a": half, "b": half}))
 	st := ta.store.State()
 	ta.hc = newHookContext(ta.Agent, ta.hc.id, ta.hc.hook, st)
 	ta.running.Store(ta.hc)

@@ -237,7 +237,21 @@ func Open(cfg Config) (*Node, error) {
 		}
 	}()
 
-	if _, err := (storeCheck{dir: dir.RaftPath(), log: n.log}).run(); err != nil {
+	// A command entry whose checksum does not match is not a reason to
+	// refuse to start: the member starts, says it is damaged and serves
+	// nothing (see markDamaged). An entry this build cannot read is.
+	verify := func(l *raft.Log) error {
+		if l.Type != raft.LogCommand {
+			return nil
+		}
+		err := state.VerifyEntry(l.Data)
+		if errors.Is(err, state.ErrCorrupt) {
+			n.markDamaged(l.Index, err)
+			return nil
+		}
+		return err
+	}
+	if _, err := (storeCheck{dir: dir.RaftPath(), log: n.log, verifyEntry: verify}).run(); err != nil {
 		return nil, err
 	}
 	boltPath := filepath.Join(dir.RaftPath(), "raft.db")

@@ -23,6 +23,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
 
+	"github.com/bagkeeper/bagkeeper/raftstore/state"
 	"github.com/bagkeeper/bagkeeper/raftstore/transport"
 )
 
@@ -691,15 +692,15 @@ func TestOpenRefusesDamagedStoreWithoutPanicking(t *testing.T) {
 	c := newTestCluster(t, "app")
 	n := c.start("app-0", withExpect(1))
 	l := c.leader(10 * time.Second)
-	rel := mustApply(t, l.node, EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
+	rel := mustApply(t, l.node, state.EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
 	for i := range 40 {
-		mustApply(t, l.node, UpdateBagOp(rel, "app", map[string]string{"k": fmt.Sprint(i)}))
+		mustApply(t, l.node, state.UpdateBagOp(rel, "app", map[string]string{"k": fmt.Sprint(i)}))
 	}
 	if err := l.node.Raft().Snapshot().Error(); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 10 {
-		mustApply(t, l.node, UpdateBagOp(rel, "app", map[string]string{"after": fmt.Sprint(i)}))
+		mustApply(t, l.node, state.UpdateBagOp(rel, "app", map[string]string{"after": fmt.Sprint(i)}))
 	}
 	c.stop(n.pod)
 	snapDirs, err := os.ReadDir(filepath.Join(n.dir, raftDir, snapshotsDir))

@@ -20,7 +20,7 @@ import (
 //     with the absolute path in Response.OutputPath; the client writes it.
 
 // MaxFileSize bounds what a tool reads from a file or from stdin. It is the
-// size of the largest relation bag (raftstore.MaxBagSize, which the
+// size of the largest relation bag (state.MaxBagSize, which the
 // agent's tests check it against): the client stops reading past it, so a
 // file such as /dev/zero costs at most this much, and fails the tool.
 const MaxFileSize = 16 << 20

@@ -12,14 +12,14 @@ import (
 	"github.com/bagkeeper/bagkeeper/agent"
 	"github.com/bagkeeper/bagkeeper/agent/hooktools"
 	"github.com/bagkeeper/bagkeeper/agent/toolpb"
-	"github.com/bagkeeper/bagkeeper/raftstore"
+	"github.com/bagkeeper/bagkeeper/raftstore/state"
 )
 
 // jujuc keeps to the standard library, so its limits are constants of its
 // own: they must be the agent's.
 func TestLimitsAreTheAgents(t *testing.T) {
 	t.Parallel()
-	for what, n := range map[string]int{"the agent's tools accept": hooktools.MaxFileSize, "a bag holds": raftstore.MaxBagSize} {
+	for what, n := range map[string]int{"the agent's tools accept": hooktools.MaxFileSize, "a bag holds": state.MaxBagSize} {
 		if maxInput != n {
 			t.Errorf("jujuc reads up to %d bytes, %s %d", maxInput, what, n)
 		}

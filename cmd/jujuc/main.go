@@ -51,7 +51,7 @@ import (
 const waitTimeout = 5 * time.Minute
 
 // maxInput is the most a tool reads from a file or stdin: the size of the
-// largest relation bag. It must equal raftstore.MaxBagSize and
+// largest relation bag. It must equal state.MaxBagSize and
 // hooktools.MaxFileSize (the tests check it); this binary does not import
 // them, to keep to the standard library.
 const maxInput = 16 << 20
