@@ -98,6 +98,7 @@ type Agent struct {
 	cfgValues map[string]any
 	cfgHash   string
 
+	held    atomic.Pointer[heldUnit]
 	running atomic.Pointer[hookContext]
 	srv     *server
 	// kick wakes the hook loop (config changed).
@@ -148,7 +149,22 @@ func New(cfg Config) (*Agent, error) {
 // Close stops serving the hook tools (after Run and Stop).
 func (a *Agent) Close() { a.srv.close() }
 
-func (a *Agent) unit() string   { return a.cfg.Unit() }
+// unit is the unit whose hooks the agent runs now, "" between units.
+func (a *Agent) unit() string {
+	if h := a.held.Load(); h != nil {
+		return h.name
+	}
+	return ""
+}
+
+// logger logs with the unit whose hooks the agent runs now.
+func (a *Agent) logger() *slog.Logger {
+	if h := a.held.Load(); h != nil {
+		return h.log
+	}
+	return a.log
+}
+
 func (a *Agent) now() time.Time { return a.cfg.Now() }
 func (a *Agent) config() map[string]any {
 	a.cfgMu.Lock()
@@ -180,7 +196,7 @@ func (a *Agent) reloadConfig() error {
 		if a.cfgValues == nil {
 			return err
 		}
-		a.log.Error("charm config not reloaded; the previous config stays in effect", "err", err)
+		a.logger().Error("charm config not reloaded; the previous config stays in effect", "err", err)
 		return nil
 	}
 	a.cfgValues, a.cfgHash = values, ConfigHash(values)
@@ -202,46 +218,81 @@ func (a *Agent) knownBinding(name string) bool {
 	return a.cfg.Charm.Endpoints[name]
 }
 
-// apply commits ops through raft, waiting up to 30 seconds.
+// apply commits ops through raft for the unit whose hooks run now,
+// waiting up to 30 seconds.
 func (a *Agent) apply(ops ...*storepb.Op) (*storepb.Result, error) {
 	return a.applyCtx(context.Background(), ops...)
 }
 
-// applyCtx commits ops through raft within ctx and at most 30 seconds.
+// applyCtx commits ops for the unit whose hooks run now, fenced with the
+// unit's current claim, within ctx and at most 30 seconds.
 func (a *Agent) applyCtx(ctx context.Context, ops ...*storepb.Op) (*storepb.Result, error) {
+	unit := a.unit()
+	if unit == "" {
+		return nil, errNotHeld
+	}
+	return a.applyFenced(ctx, a.fence(a.node.State(), unit), ops...)
+}
+
+// applyFenced commits ops as one command fenced with f.
+func (a *Agent) applyFenced(ctx context.Context, f *storepb.Fence, ops ...*storepb.Op) (*storepb.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return a.node.Apply(ctx, state.NewCommand(ops...))
+	cmd := state.NewCommand(ops...)
+	cmd.Fence = f
+	res, err := a.node.Apply(ctx, cmd)
+	if errors.Is(err, state.ErrFenced) {
+		return res, fmt.Errorf("%w: %w", errNotHeld, err)
+	}
+	return res, err
 }
 
 func isNotLeader(err error) bool { return errors.Is(err, state.ErrNotLeader) }
 
-// Run runs the agent until ctx ends: it waits for the pod's unit, makes
-// sure the charm's peer relations exist and the unit's address is in its
-// bags, then runs hooks one at a time.
+// Run runs the agent until ctx ends: it waits until the pod holds a unit
+// and has caught up, then runs that unit's hooks (runUnit). When the pod
+// stops holding the unit — another pod took it over, or the leader released
+// it while this pod was unreachable — the unit's hooks stop at once, and
+// the agent waits for whatever unit the pod holds next, whose life goes on
+// from that unit's own cursor.
 func (a *Agent) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); a.leaseLoop(ctx) }()
 	go func() { defer wg.Done(); a.configLoop(ctx) }()
 	defer wg.Wait()
+	for ctx.Err() == nil {
+		unit, err := a.waitForUnit(ctx)
+		if err != nil {
+			return nil
+		}
+		a.held.Store(&heldUnit{name: unit, log: a.log.With("unit", unit)})
+		err = a.runUnit(ctx, unit)
+		if err != nil {
+			return err
+		}
+		if ctx.Err() == nil {
+			// Not held any more. (When the agent stops, the unit stays
+			// known: Stop runs its stop hook.)
+			a.held.Store(nil)
+		}
+	}
+	return nil
+}
 
-	if err := a.waitForUnit(ctx); err != nil {
-		return nil
-	}
-	// A member restarted on its old disk holds its unit in the state it
-	// restored; hooks wait until that state has caught up.
-	for a.cfg.Ready != nil && ctx.Err() == nil {
-		if ok, _ := a.cfg.Ready(); ok {
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-a.node.Changed():
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	a.log = a.log.With("unit", a.unit())
+// heldUnit is the unit whose hooks the agent runs.
+type heldUnit struct {
+	name string
+	log  *slog.Logger
+}
+
+// errNotHeld: this member no longer holds the unit whose hooks it ran.
+var errNotHeld = errors.New("unit no longer held by this member")
+
+// runUnit runs unit's hooks until ctx ends or the unit is no longer held by
+// this member; an error ends the agent.
+func (a *Agent) runUnit(ctx context.Context, unit string) error {
+	log := a.logger()
 	a.ensurePeerRelations(ctx)
 	// The member that leads takes the lease before its first hook, so the
 	// leader's install phase says leader-elected.
@@ -254,20 +305,25 @@ func (a *Agent) Run(ctx context.Context) error {
 	var failedAt []byte
 	for ctx.Err() == nil {
 		changed := a.node.Changed()
-		if u, ok := a.node.State().Unit(a.unit()); ok && u.State == state.UnitRemoved {
+		st := a.node.State()
+		if u, ok := st.Unit(unit); ok && u.State == state.UnitRemoved {
 			a.teardown(ctx)
 			<-ctx.Done()
 			return nil
 		}
+		if why := a.notHeld(st, unit); why != "" {
+			log.Warn("this pod no longer holds the unit: its hooks stop here", "why", why)
+			return nil
+		}
 		a.ensureAddress(ctx)
-		st := a.node.State()
-		cur, err := DecodeCursor(st.Cursor(a.unit()))
+		st = a.node.State()
+		cur, err := DecodeCursor(st.Cursor(unit))
 		if err != nil {
 			return err
 		}
-		v := View{State: st, Unit: a.unit(), Pod: a.cfg.Pod, ConfigHash: a.configHash(), Now: a.now(), UpdateStatusEvery: a.cfg.UpdateStatusEvery}
+		v := View{State: st, Unit: unit, Pod: a.cfg.Pod, ConfigHash: a.configHash(), Now: a.now(), UpdateStatusEvery: a.cfg.UpdateStatusEvery}
 		h, ok := Next(v, cur)
-		if failed != nil && bytes.Equal(failedAt, st.Cursor(a.unit())) {
+		if failed != nil && bytes.Equal(failedAt, st.Cursor(unit)) {
 			h, ok = *failed, true
 		}
 		failed, failedAt = nil, nil
@@ -279,9 +335,15 @@ func (a *Agent) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				break
 			}
-			a.log.Error("hook failed; retrying", "hook", h.FullName(), "err", err, "retry_in", retry.String())
+			if errors.Is(err, errNotHeld) {
+				// Removed, released or taken over meanwhile: the top of the
+				// loop says which, and acts on it.
+				log.Warn("the hook's changes were refused: this pod no longer holds the unit", "hook", h.FullName(), "err", err)
+				continue
+			}
+			log.Error("hook failed; retrying", "hook", h.FullName(), "err", err, "retry_in", retry.String())
 			a.setHookError(h, err)
-			failed, failedAt = &h, st.Cursor(a.unit())
+			failed, failedAt = &h, st.Cursor(unit)
 			select {
 			case <-ctx.Done():
 			case <-time.After(retry):
@@ -292,6 +354,31 @@ func (a *Agent) Run(ctx context.Context) error {
 		retry = a.cfg.RetryDelay
 	}
 	return nil
+}
+
+// notHeld says why unit is not held by this member in st, or "" if it is.
+func (a *Agent) notHeld(st *state.State, unit string) string {
+	u, ok := st.Unit(unit)
+	switch {
+	case !ok:
+		return "the unit does not exist"
+	case u.State != state.UnitActive:
+		return fmt.Sprintf("the unit was %s (%s)", u.State, u.Reason)
+	case u.Member != a.cfg.Member:
+		return fmt.Sprintf("the unit was taken over by %s (pod %s) at %s", u.Member, u.Pod, u.Claimed.UTC().Format(time.RFC3339))
+	}
+	return ""
+}
+
+// fence is the claim under which this member makes commands for unit, as
+// of st: a command fenced so is refused once another member took the unit
+// over.
+func (a *Agent) fence(st *state.State, unit string) *storepb.Fence {
+	f := &storepb.Fence{Unit: unit, MemberId: a.cfg.Member}
+	if u, ok := st.Unit(unit); ok {
+		f.Epoch = u.Epoch
+	}
+	return f
 }
 
 // wait blocks until something may have made a hook due.
@@ -311,16 +398,28 @@ func (a *Agent) wait(ctx context.Context, changed <-chan struct{}, cur Cursor) {
 	}
 }
 
-func (a *Agent) waitForUnit(ctx context.Context) error {
-	for a.unit() == "" {
+// waitForUnit waits until the pod holds a unit, held by this member in the
+// replicated state, and the member has caught up (a member restarted on
+// its old disk holds its unit in the state it restored; hooks wait until
+// that state is current).
+func (a *Agent) waitForUnit(ctx context.Context) (string, error) {
+	for {
+		changed := a.node.Changed()
+		if unit := a.cfg.Unit(); unit != "" && a.notHeld(a.node.State(), unit) == "" {
+			if a.cfg.Ready == nil {
+				return unit, nil
+			}
+			if ok, _ := a.cfg.Ready(); ok {
+				return unit, nil
+			}
+		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
-		case <-a.node.Changed():
-		case <-time.After(time.Second):
+			return "", ctx.Err()
+		case <-changed:
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return nil
 }
 
 // ensurePeerRelations creates the peer relations of metadata.yaml.
@@ -330,7 +429,7 @@ func (a *Agent) ensurePeerRelations(ctx context.Context) {
 			if _, err := a.apply(state.EnsureRelationOp(ep, iface, true, "", "")); err == nil {
 				break
 			} else {
-				a.log.Warn("creating peer relation", "endpoint", ep, "err", err)
+				a.logger().Warn("creating peer relation", "endpoint", ep, "err", err)
 				select {
 				case <-ctx.Done():
 				case <-time.After(time.Second):
@@ -367,7 +466,7 @@ func (a *Agent) ensureAddress(ctx context.Context) {
 		return
 	}
 	if _, err := a.apply(ops...); err != nil && ctx.Err() == nil {
-		a.log.Warn("updating the unit's address in its bags", "err", err)
+		a.logger().Warn("updating the unit's address in its bags", "err", err)
 	}
 }
 
@@ -376,12 +475,12 @@ func (a *Agent) ensureAddress(ctx context.Context) {
 // agent is being stopped).
 func (a *Agent) runHook(ctx, commitCtx context.Context, h Hook, st *state.State) error {
 	id := a.unit() + "-" + h.FullName() + "-" + randomID()
-	hc := newHookContext(a, id, h, st)
+	hc := newHookContext(a, id, a.unit(), h, st)
 	a.running.Store(hc)
 	defer a.running.Store(nil)
 	env := a.hookEnv(hc)
 	start := a.now()
-	a.log.Info("running hook", "hook", h.FullName(), "relation", relKey(h), "remote_unit", h.RemoteUnit)
+	a.logger().Info("running hook", "hook", h.FullName(), "relation", relKey(h), "remote_unit", h.RemoteUnit)
 	res := a.cfg.Runner.Run(ctx, HookRun{ContextID: id, Hook: h.FullName(), Dir: a.cfg.Charm.Dir, Env: env})
 	a.running.Store(nil)
 	ran := a.now()
@@ -398,20 +497,23 @@ func (a *Agent) runHook(ctx, commitCtx context.Context, h Hook, st *state.State)
 	if st.UnitExtra(a.unit()).HookError != "" {
 		ops = append(ops, state.SetHookErrorOp(a.unit(), "", ""))
 	}
-	if _, err := a.applyCtx(commitCtx, ops...); err != nil {
+	if _, err := a.applyFenced(commitCtx, a.fence(st, a.unit()), ops...); err != nil {
+		if errors.Is(err, errNotHeld) {
+			return fmt.Errorf("hook %s: its changes were not committed: %w", h.FullName(), err)
+		}
 		if isNotLeader(err) {
 			return fmt.Errorf("hook %s: its application data was not committed: this unit is no longer the leader", h.FullName())
 		}
 		return fmt.Errorf("hook %s: committing its changes: %w", h.FullName(), err)
 	}
-	a.log.Info("hook committed", "hook", h.FullName(), "writes", len(ops)-1,
+	a.logger().Info("hook committed", "hook", h.FullName(), "writes", len(ops)-1,
 		"run_ms", float64(ran.Sub(start).Microseconds())/1000, "commit_ms", float64(a.now().Sub(ran).Microseconds())/1000)
 	return nil
 }
 
 func (a *Agent) setHookError(h Hook, err error) {
 	if _, aerr := a.apply(state.SetHookErrorOp(a.unit(), h.FullName(), err.Error())); aerr != nil {
-		a.log.Warn("recording the hook error", "err", aerr)
+		a.logger().Warn("recording the hook error", "err", aerr)
 	}
 }
 
@@ -438,11 +540,11 @@ func (a *Agent) configLoop(ctx context.Context) {
 		}
 		before := a.configHash()
 		if err := a.reloadConfig(); err != nil {
-			a.log.Error("charm config", "err", err)
+			a.logger().Error("charm config", "err", err)
 			continue
 		}
 		if a.configHash() != before {
-			a.log.Info("charm config changed")
+			a.logger().Info("charm config changed")
 			select {
 			case a.kick <- struct{}{}:
 			default:
@@ -456,14 +558,14 @@ func (a *Agent) configLoop(ctx context.Context) {
 // relations), then remove. Nothing is committed: the unit is gone.
 func (a *Agent) teardown(ctx context.Context) {
 	st := a.node.State()
-	a.log.Warn("this unit was removed; running its last hooks", "unit", a.unit())
+	a.logger().Warn("this unit was removed; running its last hooks", "unit", a.unit())
 	run := func(h Hook) {
-		hc := newHookContext(a, a.unit()+"-"+h.FullName()+"-"+randomID(), h, st)
+		hc := newHookContext(a, a.unit()+"-"+h.FullName()+"-"+randomID(), a.unit(), h, st)
 		a.running.Store(hc)
 		res := a.cfg.Runner.Run(ctx, HookRun{ContextID: hc.id, Hook: h.FullName(), Dir: a.cfg.Charm.Dir, Env: a.hookEnv(hc)})
 		a.running.Store(nil)
 		if res.Err != nil || res.ExitCode != 0 {
-			a.log.Warn("hook of a removed unit failed", "hook", h.FullName(), "exit_code", res.ExitCode, "err", res.Err)
+			a.logger().Warn("hook of a removed unit failed", "hook", h.FullName(), "exit_code", res.ExitCode, "err", res.Err)
 		}
 	}
 	run(Hook{Name: HookStop})
@@ -488,7 +590,7 @@ func (a *Agent) Stop(ctx context.Context) {
 	cur, err := DecodeCursor(st.Cursor(unit))
 	if err == nil && cur.Started {
 		if err := a.runHook(ctx, ctx, Hook{Name: HookStop, Next: cur}, st); err != nil {
-			a.log.Warn("stop hook failed", "err", err)
+			a.logger().Warn("stop hook failed", "err", err)
 		}
 	}
 	a.ReleaseLease(ctx)

@@ -143,7 +143,7 @@ func waitFor(t *testing.T, what string, cond func() error) {
 
 // twoUnits makes app/0 (this agent's, the leader) and app/1.
 func twoUnits(s *statetest.Store) int64 {
-	s.Must(state.ClaimUnitOp("app-0/x", "app-0", 0), state.ClaimUnitOp("app-1/x", "app-1", 1))
+	s.Must(state.ClaimUnitOp("app-0/x", "app-0", 0, 0), state.ClaimUnitOp("app-1/x", "app-1", 1, 0))
 	s.Must(state.ClaimLeaseOp("app/0", "app-0/x", int64(time.Minute)))
 	return s.Must(state.EnsureRelationOp("cluster", "app-peers", true, "", "")).GetOps()[0].GetRelationId()
 }
@@ -244,7 +244,7 @@ fi`)
 
 func TestNonLeaderCannotWriteTheApplicationBag(t *testing.T) {
 	s := newMemStore(t)
-	s.Must(state.ClaimUnitOp("app-0/x", "app-0", 0), state.ClaimUnitOp("app-1/x", "app-1", 1))
+	s.Must(state.ClaimUnitOp("app-0/x", "app-0", 0, 0), state.ClaimUnitOp("app-1/x", "app-1", 1, 0))
 	s.Must(state.ClaimLeaseOp("app/1", "app-1/x", int64(time.Minute)))
 	rel := s.Must(state.EnsureRelationOp("cluster", "app-peers", true, "", "")).GetOps()[0].GetRelationId()
 	dir := charm(t, `
@@ -485,5 +485,50 @@ fi`)
 	})
 	if e := s.State().UnitExtra("app/0"); e.HookError != "" {
 		t.Fatalf("hook error not cleared: %+v", e)
+	}
+}
+
+func TestTakenOverHolderCommitsNothingAndStopsRunningHooks(t *testing.T) {
+	s := newMemStore(t)
+	rel := twoUnits(s)
+	// config-changed waits (as a hook of a paused pod would) until the
+	// test lets it go, then writes to its unit bag and charm state.
+	dir := charm(t, `
+if [ "$JUJU_HOOK_NAME" = config-changed ]; then
+	touch "$JUJU_CHARM_DIR/waiting"
+	while [ ! -e "$JUJU_CHARM_DIR/go" ]; do sleep 0.01; done
+	relation-set -r cluster:0 "from=old-holder"
+	state-set "old=yes"
+fi`)
+	a := startAgent(t, s, dir)
+	waitFor(t, "config-changed to start", func() error {
+		_, err := os.Stat(filepath.Join(dir, "waiting"))
+		return err
+	})
+	// Another member (a new incarnation of the pod) takes app/0 over.
+	s.Must(state.ClaimUnitOp("app-0/y", "app-0", 0, 0))
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The old holder's hook ends, and its commit is refused.
+	waitFor(t, "the agent to stop running app/0's hooks", func() error {
+		if a.unit() != "" {
+			return fmt.Errorf("agent still runs %s", a.unit())
+		}
+		return nil
+	})
+	st := s.State()
+	if got := bag(s, rel, "app/0")["from"]; got != "" {
+		t.Fatalf("the taken-over holder's relation-set committed: from=%q", got)
+	}
+	if st.CharmState("app/0").Value("old") != "" {
+		t.Fatal("the taken-over holder's state-set committed")
+	}
+	cur, _ := DecodeCursor(st.Cursor("app/0"))
+	if cur.ConfigHash != "" {
+		t.Fatalf("the refused hook moved app/0's cursor: %+v", cur)
+	}
+	if h := a.hooks(); strings.TrimSpace(h[len(h)-1]) != "config-changed" {
+		t.Fatalf("hooks ran after the refused one: %v", h)
 	}
 }

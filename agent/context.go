@@ -52,16 +52,22 @@ var (
 	_ hooktools.UnitAddresser = (*hookContext)(nil)
 )
 
-func newHookContext(a *Agent, id string, h Hook, st *state.State) *hookContext {
+func newHookContext(a *Agent, id, unit string, h Hook, st *state.State) *hookContext {
 	return &hookContext{
-		id: id, hook: h, unit: a.unit(), app: st.App(), st: st, a: a, config: a.config(),
+		id: id, hook: h, unit: unit, app: st.App(), st: st, a: a, config: a.config(),
 		leaderWrites: map[string]string{},
-		log:          a.log.With("unit", a.unit(), "hook", h.FullName()),
+		log:          a.logger().With("hook", h.FullName()),
 		unitWrites:   map[int64]map[string]string{},
 		appWrites:    map[int64]map[string]string{},
 		stateSet:     map[string]string{},
 		stateDel:     map[string]bool{},
 	}
+}
+
+// apply commits ops at once (status, leader settings, workload version),
+// fenced with the unit's current claim.
+func (c *hookContext) apply(ops ...*storepb.Op) (*storepb.Result, error) {
+	return c.a.applyFenced(context.Background(), c.a.fence(c.a.node.State(), c.unit), ops...)
 }
 
 func (c *hookContext) UnitName() string { return c.unit }
@@ -125,7 +131,7 @@ func (c *hookContext) WriteLeaderSettings(settings map[string]string) error {
 		return hooktools.ErrNotLeader
 	}
 	set, del := splitSettings(settings)
-	_, err := c.a.apply(state.CheckLeaseOp(c.unit), state.UpdateLeaderSettingsOp(set, del...))
+	_, err := c.apply(state.CheckLeaseOp(c.unit), state.UpdateLeaderSettingsOp(set, del...))
 	if isNotLeader(err) {
 		return hooktools.ErrNotLeader
 	}
@@ -253,7 +259,7 @@ func (c *hookContext) SetUnitStatus(s hooktools.Status) error {
 	if err != nil {
 		return err
 	}
-	_, err = c.a.apply(state.SetStatusOp(c.unit, s.Status, s.Message, data))
+	_, err = c.apply(state.SetStatusOp(c.unit, s.Status, s.Message, data))
 	return err
 }
 
@@ -265,7 +271,7 @@ func (c *hookContext) SetAppStatus(s hooktools.Status) error {
 	if err != nil {
 		return err
 	}
-	_, err = c.a.apply(state.CheckLeaseOp(c.unit), state.SetStatusOp(c.app, s.Status, s.Message, data))
+	_, err = c.apply(state.CheckLeaseOp(c.unit), state.SetStatusOp(c.app, s.Status, s.Message, data))
 	if isNotLeader(err) {
 		return hooktools.ErrNotLeader
 	}
@@ -273,7 +279,7 @@ func (c *hookContext) SetAppStatus(s hooktools.Status) error {
 }
 
 func (c *hookContext) SetApplicationVersion(version string) error {
-	_, err := c.a.apply(state.SetWorkloadVersionOp(c.unit, version))
+	_, err := c.apply(state.SetWorkloadVersionOp(c.unit, version))
 	return err
 }
 

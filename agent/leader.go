@@ -46,11 +46,11 @@ func (a *Agent) tendLease() bool {
 		return true // renewed recently enough
 	}
 	if _, err := a.apply(state.ClaimLeaseOp(unit, a.cfg.Member, int64(a.cfg.LeaseDuration))); err != nil {
-		a.log.Debug("leadership lease not taken", "err", err)
+		a.logger().Debug("leadership lease not taken", "err", err)
 		return false
 	}
 	if l.Unit != unit {
-		a.log.Info("this unit is now the application leader", "unit", unit)
+		a.logger().Info("this unit is now the application leader", "unit", unit)
 	}
 	return true
 }
@@ -60,7 +60,7 @@ func (a *Agent) tendLease() bool {
 func (a *Agent) ReleaseLease(ctx context.Context) {
 	if unit := a.unit(); unit != "" && a.node.State().Lease().Unit == unit {
 		if _, err := a.applyCtx(ctx, state.ReleaseLeaseOp(unit)); err != nil {
-			a.log.Warn("releasing the leadership lease", "err", err)
+			a.logger().Warn("releasing the leadership lease", "err", err)
 		}
 	}
 }

@@ -32,7 +32,7 @@ func (w *world) do(ops ...*storepb.Op) *storepb.Result {
 
 func (w *world) units(n int) {
 	for i := 0; i < n; i++ {
-		w.do(state.ClaimUnitOp(fmt.Sprintf("app-%d/x", i), fmt.Sprintf("app-%d", i), int64(i)))
+		w.do(state.ClaimUnitOp(fmt.Sprintf("app-%d/x", i), fmt.Sprintf("app-%d", i), int64(i), 0))
 	}
 }
 
@@ -179,12 +179,12 @@ func TestOnlyRemovedUnitsDepart(t *testing.T) {
 	w.do(state.ReleaseUnitOp("app/2", "", "pod stopped"))
 	expectHooks(t, a.drain())
 	// Claimed again by a new pod: same unit, nothing to tell.
-	w.do(state.ClaimUnitOp("app-2/y", "app-2", 2))
+	w.do(state.ClaimUnitOp("app-2/y", "app-2", 2, 0))
 	expectHooks(t, a.drain())
 	w.do(state.ReleaseUnitOp("app/2", "", "scaled down"), state.RemoveUnitOp("app/2", 0, "removed"))
 	expectHooks(t, a.drain(), "relation-departed:app/2")
 	// A new unit joins.
-	w.do(state.ClaimUnitOp("app-3/x", "app-3", 3))
+	w.do(state.ClaimUnitOp("app-3/x", "app-3", 3, 0))
 	expectHooks(t, a.drain(), "relation-joined:app/3", "relation-changed:app/3")
 }
 

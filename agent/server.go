@@ -134,7 +134,7 @@ func (l *credListener) Accept() (net.Conn, error) {
 		if err == nil && l.allow(uid) {
 			return c, nil
 		}
-		l.a.log.Warn("hook tool connection refused", "uid", uid, "err", err)
+		l.a.logger().Warn("hook tool connection refused", "uid", uid, "err", err)
 		l.refused.put(&refusedConn{Conn: c, why: l.refusal(uid, err)})
 	}
 }

@@ -83,7 +83,7 @@ func startToolAgent(t *testing.T, opts ...agentOpt) *toolAgent {
 	if !ok {
 		t.Fatal("no relation")
 	}
-	hc := newHookContext(a, "app/0-cluster-relation-changed-1", Hook{Name: HookRelationChanged, Relation: r, RemoteUnit: "app/1", RemoteApp: "app"}, st)
+	hc := newHookContext(a, "app/0-cluster-relation-changed-1", "app/0", Hook{Name: HookRelationChanged, Relation: r, RemoteUnit: "app/1", RemoteApp: "app"}, st)
 	a.running.Store(hc)
 	return &toolAgent{Agent: a, store: s, rel: rel, socket: socket, hc: hc}
 }
@@ -488,7 +488,7 @@ func TestLargestReply(t *testing.T) {
 	half := strings.Repeat("<", state.MaxBagSize/2-1)
 	ta.store.Must(state.UpdateBagOp(ta.rel, "app/1", map[string]string{"a": half, "b": half}))
 	st := ta.store.State()
-	ta.hc = newHookContext(ta.Agent, ta.hc.id, ta.hc.hook, st)
+	ta.hc = newHookContext(ta.Agent, ta.hc.id, ta.hc.unit, ta.hc.hook, st)
 	ta.running.Store(ta.hc)
 
 	esc := strings.Repeat(`\u003c`, len(half))

@@ -310,7 +310,7 @@ func TestFollowerWriteIsForwardedAndReadBack(t *testing.T) {
 	}
 	l := c.leader(10 * time.Second)
 	follower := c.follower(l)
-	res, err := follower.node.Apply(applyCtx(t), state.NewCommand(state.ClaimUnitOp(string(follower.node.ID()), follower.pod, -1), state.EnsureRelationOp("peers", "p", true, "", "")))
+	res, err := follower.node.Apply(applyCtx(t), state.NewCommand(state.ClaimUnitOp(string(follower.node.ID()), follower.pod, -1, 0), state.EnsureRelationOp("peers", "p", true, "", "")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +338,7 @@ func TestWipedMemberRejoinsAsNewIncarnationAndOldOneIsRemoved(t *testing.T) {
 			}
 			l := c.leader(10 * time.Second)
 			rel := mustApply(t, l.node, state.EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
-			unit := mustApply(t, l.node, state.ClaimUnitOp(string(l.node.ID()), l.pod, -1)).GetOps()[0].GetUnit()
+			unit := mustApply(t, l.node, state.ClaimUnitOp(string(l.node.ID()), l.pod, -1, 0)).GetOps()[0].GetUnit()
 			for i := 0; i < 50; i++ {
 				mustApply(t, l.node, state.UpdateBagOp(rel, unit, map[string]string{fmt.Sprint("k", i): fmt.Sprint(i)}))
 			}
@@ -717,7 +717,7 @@ func TestCaughtUpWaitsForTheStateMachineNotForRaft(t *testing.T) {
 	res := mustApply(t, l.node, state.EnsureRelationOp("peers", "p", true, "", ""))
 	rel := res.GetOps()[0].GetRelationId()
 	eventually(t, 10*time.Second, "the follower caught up", func() error {
-		if ci := f.Raft().CommitIndex(); !f.CaughtUp(ci) || ci < res.GetIndex() {
+		if ci := f.raft.CommitIndex(); !f.CaughtUp(ci) || ci < res.GetIndex() {
 			return fmt.Errorf("state machine at %d, commit index %d", f.StateIndex(), ci)
 		}
 		return nil
@@ -742,7 +742,7 @@ func TestCaughtUpWaitsForTheStateMachineNotForRaft(t *testing.T) {
 	}
 	<-held
 	eventually(t, 10*time.Second, "raft to hand the entries to the held state machine", func() error {
-		if ai := f.Raft().AppliedIndex(); ai < last.GetIndex() {
+		if ai := f.raft.AppliedIndex(); ai < last.GetIndex() {
 			return fmt.Errorf("raft applied index %d < %d", ai, last.GetIndex())
 		}
 		return nil
@@ -768,11 +768,11 @@ func TestCaughtUpWaitsForTheStateMachineNotForRaft(t *testing.T) {
 
 	// An entry the state machine never sees (a barrier, like a new
 	// leader's no-op) does not hold it back.
-	if err := l.node.Raft().Barrier(5 * time.Second).Error(); err != nil {
+	if err := l.node.raft.Barrier(5 * time.Second).Error(); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "the follower to learn the barrier's commit", func() error {
-		if ci := f.Raft().CommitIndex(); ci <= last.GetIndex() || !f.CaughtUp(ci) {
+		if ci := f.raft.CommitIndex(); ci <= last.GetIndex() || !f.CaughtUp(ci) {
 			return fmt.Errorf("commit index %d, state machine at %d", ci, f.StateIndex())
 		}
 		return nil
@@ -793,17 +793,17 @@ func TestRestartedFromItsSnapshotIsCaughtUpWithoutNewCommands(t *testing.T) {
 	mustApply(t, l.node, state.EnsureRelationOp("peers", "p", true, "", ""))
 	// A configuration entry after the last command: the follower's
 	// address, re-added unchanged.
-	if err := l.node.Raft().AddVoter(f.node.ID(), raft.ServerAddress(f.node.Advertise()), 0, 5*time.Second).Error(); err != nil {
+	if err := l.node.raft.AddVoter(f.node.ID(), raft.ServerAddress(f.node.Advertise()), 0, 5*time.Second).Error(); err != nil {
 		t.Fatal(err)
 	}
-	cfgIndex := l.node.Raft().LastIndex()
+	cfgIndex := l.node.raft.LastIndex()
 	eventually(t, 10*time.Second, "the follower to apply the configuration", func() error {
 		if f.node.StateIndex() < cfgIndex {
 			return fmt.Errorf("state machine at %d, configuration at %d", f.node.StateIndex(), cfgIndex)
 		}
 		return nil
 	})
-	if err := f.node.Raft().Snapshot().Error(); err != nil {
+	if err := f.node.raft.Snapshot().Error(); err != nil {
 		t.Fatal(err)
 	}
 	stateIndex := f.node.State().Index()
@@ -811,7 +811,7 @@ func TestRestartedFromItsSnapshotIsCaughtUpWithoutNewCommands(t *testing.T) {
 	c.stop(f.pod)
 	f = c.start(f.pod, atAddr(addr))
 	eventually(t, 10*time.Second, "the restarted follower to be caught up", func() error {
-		ci := f.node.Raft().CommitIndex()
+		ci := f.node.raft.CommitIndex()
 		if ci < cfgIndex || !f.node.CaughtUp(ci) {
 			return fmt.Errorf("commit index %d, state machine at %d", ci, f.node.StateIndex())
 		}

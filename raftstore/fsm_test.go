@@ -109,7 +109,7 @@ func TestFSMRestoreReplacesAllState(t *testing.T) {
 	}
 	f := NewFSM(nil)
 	apply(f.m, state.InitClusterOp("app", "cid"))
-	apply(f.m, state.ClaimUnitOp("m", "p", -1))
+	apply(f.m, state.ClaimUnitOp("m", "p", -1, 0))
 	apply(f.m, state.EnsureRelationOp("zzz", "p", true, "", ""))
 	apply(f.m, state.EnsureRelationOp("other", "p", true, "", ""))
 	ch := f.Changed()

@@ -369,9 +369,6 @@ func (n *Node) WaitIndex(ctx context.Context, index uint64) (*state.State, error
 	return n.fsm.WaitIndex(ctx, index)
 }
 
-// Raft exposes the raft instance for read-only inspection (stats, status).
-func (n *Node) Raft() *raft.Raft { return n.raft }
-
 // Fatal delivers an error after which this node cannot go on (for example a
 // log entry written by a newer bagkeeper). The process should exit.
 func (n *Node) Fatal() <-chan error { return n.fatalCh }

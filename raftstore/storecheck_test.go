@@ -696,7 +696,7 @@ func TestOpenRefusesDamagedStoreWithoutPanicking(t *testing.T) {
 	for i := range 40 {
 		mustApply(t, l.node, state.UpdateBagOp(rel, "app", map[string]string{"k": fmt.Sprint(i)}))
 	}
-	if err := l.node.Raft().Snapshot().Error(); err != nil {
+	if err := l.node.raft.Snapshot().Error(); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 10 {

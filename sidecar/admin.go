@@ -39,11 +39,11 @@ type adminServer struct {
 func (a *adminServer) Status(ctx context.Context, req *adminpb.StatusRequest) (*adminpb.StatusResponse, error) {
 	n := a.s.node
 	st := n.State()
-	r := n.Raft()
-	leaderID, _ := n.Leader()
+	ms := n.Status()
+	leaderID := raft.ServerID(ms.LeaderID)
 	resp := &adminpb.StatusResponse{
-		App: st.App(), ClusterId: st.ClusterID(), Self: string(n.ID()), Unit: a.s.Unit(),
-		Leader: string(leaderID), Term: r.CurrentTerm(), CommitIndex: r.CommitIndex(), AppliedIndex: r.AppliedIndex(),
+		App: st.App(), ClusterId: st.ClusterID(), Self: ms.ID, Unit: a.s.Unit(),
+		Leader: ms.LeaderID, Term: ms.Term, CommitIndex: ms.CommitIndex, AppliedIndex: ms.StateIndex,
 	}
 	resp.Ready, resp.NotReadyReason = a.s.Ready()
 	var members []raftstore.MemberStatus

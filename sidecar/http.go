@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
+	"github.com/bagkeeper/bagkeeper/raftstore"
+	"github.com/bagkeeper/bagkeeper/raftstore/state"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -14,29 +17,45 @@ import (
 // leader and still call itself ready.
 const maxLeaderSilence = 5 * time.Second
 
-// Ready reports whether this pod holds its unit and its state machine has
-// caught up with the leader's commit index; if not, it says why.
-func (s *Sidecar) Ready() (bool, string) {
-	if lost := s.unitLost.Load().(string); lost != "" {
-		return false, lost
+// catchUpGrace is how long a member that had caught up may trail the
+// commit index before it counts as behind again.
+const catchUpGrace = 2 * time.Second
+
+// readinessSource is what readiness needs to know of the raft member.
+type readinessSource interface {
+	Status() raftstore.Status
+	CaughtUp(index uint64) bool
+	State() *state.State
+}
+
+// readiness decides whether the pod is ready: it holds its unit and its
+// state machine has caught up with the leader's commit index.
+type readiness struct {
+	src      readinessSource
+	caughtUp atomic.Int64 // when the member last had applied all committed entries (unix nanos)
+}
+
+// check reports whether a member holding unit (as member id) is ready, and
+// if not, why.
+func (r *readiness) check(member, unit string, now time.Time) (bool, string) {
+	st := r.src.Status()
+	if st.Damage != nil {
+		return false, st.Damage.String()
 	}
-	unit := s.Unit()
 	if unit == "" {
-		if _, addr := s.node.Leader(); addr == "" {
+		if st.LeaderAddress == "" {
 			return false, "no leader known yet (bootstrapping or looking for the cluster; see the log)"
 		}
 		return false, "no unit claimed yet"
 	}
-	st := s.node.State()
-	if held, ok := st.UnitHeldBy(string(s.node.ID())); !ok || held.Name != unit {
+	if held, ok := r.src.State().UnitHeldBy(member); !ok || held.Name != unit {
 		return false, "unit " + unit + " is not held by this member"
 	}
-	r := s.node.Raft()
-	if !s.node.IsLeader() {
-		if _, addr := s.node.Leader(); addr == "" {
+	if !st.IsLeader() {
+		if st.LeaderAddress == "" {
 			return false, "no leader known"
 		}
-		if last := r.LastContact(); last.IsZero() || time.Since(last) > maxLeaderSilence {
+		if st.LastContact.IsZero() || now.Sub(st.LastContact) > maxLeaderSilence {
 			return false, "not heard from the leader recently"
 		}
 	}
@@ -45,21 +64,27 @@ func (s *Sidecar) Ready() (bool, string) {
 	// write by a few entries under a stream of writes; only a lag that lasts
 	// means the member is not caught up (a member that just joined, or that
 	// is replaying its log after a restart, never was).
-	now := time.Now()
-	commit := r.CommitIndex()
-	if s.node.CaughtUp(commit) {
-		s.caughtUp.Store(now.UnixNano())
+	if r.src.CaughtUp(st.CommitIndex) {
+		r.caughtUp.Store(now.UnixNano())
 		return true, ""
 	}
-	if last := s.caughtUp.Load(); last == 0 || now.Sub(time.Unix(0, last)) > catchUpGrace {
-		return false, fmt.Sprintf("catching up: the state machine has applied %d of %d", s.node.StateIndex(), commit)
+	if last := r.caughtUp.Load(); last == 0 || now.Sub(time.Unix(0, last)) > catchUpGrace {
+		return false, fmt.Sprintf("catching up: the state machine has applied %d of %d", st.StateIndex, st.CommitIndex)
 	}
 	return true, ""
 }
 
-// catchUpGrace is how long a member that had caught up may trail the
-// commit index before it counts as behind again.
-const catchUpGrace = 2 * time.Second
+// Ready reports whether this pod holds its unit and its state machine has
+// caught up with the leader's commit index; if not, it says why.
+func (s *Sidecar) Ready() (bool, string) {
+	if lost := s.unitLost.Load().(string); lost != "" {
+		return false, lost
+	}
+	if w := s.waiting.Load().(string); w != "" && s.Unit() == "" {
+		return false, w
+	}
+	return s.ready.check(string(s.node.ID()), s.Unit(), time.Now())
+}
 
 func (s *Sidecar) startHTTP() error {
 	if s.cfg.HTTPBind == "" {

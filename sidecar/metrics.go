@@ -61,39 +61,40 @@ var (
 	descRelations    = prometheus.NewDesc("bagkeeper_relations", "Relations of the application.", nil, nil)
 	descReady        = prometheus.NewDesc("bagkeeper_ready", "1 if this pod holds its unit and has caught up.", nil, nil)
 	descUnhealthyMem = prometheus.NewDesc("bagkeeper_members_unhealthy", "Members the leader has not heard from recently (reported by the leader only).", nil, nil)
+	descDamaged      = prometheus.NewDesc("bagkeeper_store_damaged", "1 if this member found a raft log entry or its state damaged (checksum mismatch) and serves nothing.", nil, nil)
+	descDamagedIndex = prometheus.NewDesc("bagkeeper_store_damaged_index", "Raft index of the damaged entry, 0 if none.", nil, nil)
 )
 
 // stateCollector reads the sidecar's state at scrape time.
 type stateCollector struct{ s *Sidecar }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRaftState, descApplied, descCommit, descTerm, descMembers, descUnits, descRelations, descReady, descUnhealthyMem} {
+	for _, d := range []*prometheus.Desc{descRaftState, descApplied, descCommit, descTerm, descMembers, descUnits, descRelations, descReady, descUnhealthyMem, descDamaged, descDamagedIndex} {
 		ch <- d
 	}
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	n := c.s.node
-	r := n.Raft()
-	cur := r.State()
-	for _, st := range []raft.RaftState{raft.Follower, raft.Candidate, raft.Leader, raft.Shutdown} {
+	ms := n.Status()
+	for _, role := range []raft.RaftState{raft.Follower, raft.Candidate, raft.Leader, raft.Shutdown} {
 		v := 0.0
-		if st == cur {
+		if role.String() == ms.Role {
 			v = 1
 		}
-		ch <- prometheus.MustNewConstMetric(descRaftState, prometheus.GaugeValue, v, st.String())
+		ch <- prometheus.MustNewConstMetric(descRaftState, prometheus.GaugeValue, v, role.String())
 	}
-	ch <- prometheus.MustNewConstMetric(descApplied, prometheus.GaugeValue, float64(r.AppliedIndex()))
-	ch <- prometheus.MustNewConstMetric(descCommit, prometheus.GaugeValue, float64(r.CommitIndex()))
-	ch <- prometheus.MustNewConstMetric(descTerm, prometheus.GaugeValue, float64(r.CurrentTerm()))
-	if cfg, err := n.Configuration(); err == nil {
-		counts := map[raft.ServerSuffrage]int{}
-		for _, sv := range cfg.Servers {
-			counts[sv.Suffrage]++
-		}
-		ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(counts[raft.Voter]), "voter")
-		ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(counts[raft.Nonvoter]), "nonvoter")
+	ch <- prometheus.MustNewConstMetric(descApplied, prometheus.GaugeValue, float64(ms.StateIndex))
+	ch <- prometheus.MustNewConstMetric(descCommit, prometheus.GaugeValue, float64(ms.CommitIndex))
+	ch <- prometheus.MustNewConstMetric(descTerm, prometheus.GaugeValue, float64(ms.Term))
+	ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(ms.Voters), "voter")
+	ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(ms.Nonvoters), "nonvoter")
+	damaged, damagedIndex := 0.0, 0.0
+	if ms.Damage != nil {
+		damaged, damagedIndex = 1, float64(ms.Damage.Index)
 	}
+	ch <- prometheus.MustNewConstMetric(descDamaged, prometheus.GaugeValue, damaged)
+	ch <- prometheus.MustNewConstMetric(descDamagedIndex, prometheus.GaugeValue, damagedIndex)
 	st := n.State()
 	units := map[state.UnitState]int{}
 	for _, u := range st.Units() {

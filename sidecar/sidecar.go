@@ -73,6 +73,14 @@ type Config struct {
 	Insecure  bool
 
 	UnitMode UnitMode
+	// Units is the application's declared scale (the chart's replicas): a
+	// pod without an ordinal never creates a unit beyond it, and waits for
+	// one to be released instead. 0: no limit.
+	Units int
+	// UnitTakeoverAfter: while a pod waits for a unit, the leader releases
+	// (for the waiting pod to take) a unit whose holder it has not heard
+	// from for this long.
+	UnitTakeoverAfter time.Duration
 	// UnitReleaseAfter: the leader releases the unit of a member it has not
 	// heard from for this long.
 	UnitReleaseAfter time.Duration
@@ -141,6 +149,12 @@ func (c *Config) validate() error {
 	}
 	if c.AdminSocket == "" {
 		c.AdminSocket = filepath.Join(c.DataDir, "admin.sock")
+	}
+	if c.Units < 0 {
+		return fmt.Errorf("--units must not be negative, got %d", c.Units)
+	}
+	if c.UnitTakeoverAfter <= 0 {
+		c.UnitTakeoverAfter = 30 * time.Second
 	}
 	if c.UnitReleaseAfter <= 0 {
 		c.UnitReleaseAfter = 5 * time.Minute
@@ -213,7 +227,8 @@ type Sidecar struct {
 
 	unit     atomic.Value // string: the unit this pod holds, "" until claimed
 	unitLost atomic.Value // string: why the unit is gone, if it is
-	caughtUp atomic.Int64 // when this follower last had applied all committed entries (unix nanos)
+	waiting  atomic.Value // string: why the pod waits for a unit, if it does
+	ready    *readiness
 
 	httpSrv  *http.Server
 	httpLn   net.Listener
@@ -235,6 +250,7 @@ func Start(cfg Config) (*Sidecar, error) {
 	s := &Sidecar{cfg: cfg, log: cfg.Logger.With("app", cfg.App, "pod", cfg.Pod)}
 	s.unit.Store("")
 	s.unitLost.Store("")
+	s.waiting.Store("")
 	ok := false
 	defer func() {
 		if !ok {
@@ -269,6 +285,7 @@ func Start(cfg Config) (*Sidecar, error) {
 		return nil, err
 	}
 	s.log = s.log.With("member", string(s.node.ID()))
+	s.ready = &readiness{src: s.node}
 	s.metrics = newMetrics(s)
 	if err := s.startHTTP(); err != nil {
 		return nil, err
@@ -326,8 +343,8 @@ func (s *Sidecar) Serve(ctx context.Context) error {
 	return err
 }
 
-// Node returns the raft member.
-func (s *Sidecar) Node() *raftstore.Node { return s.node }
+// State returns the newest replicated state this member has applied.
+func (s *Sidecar) State() *state.State { return s.node.State() }
 
 // Unit returns the unit this pod holds ("" until claimed).
 func (s *Sidecar) Unit() string { return s.unit.Load().(string) }

@@ -168,7 +168,7 @@ func TestProbesMetricsAndAdminOfARunningSidecar(t *testing.T) {
 		t.Fatal(err)
 	}
 	done <- nil // for the cleanup
-	u, ok := s.Node().State().Unit("app/0")
+	u, ok := s.State().Unit("app/0")
 	if !ok || u.State != state.UnitReleased || u.Reason != "pod stopped" {
 		t.Fatalf("unit after graceful stop: %+v", u)
 	}

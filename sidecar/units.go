@@ -8,17 +8,21 @@ import (
 
 	"github.com/bagkeeper/bagkeeper/raftstore"
 	"github.com/bagkeeper/bagkeeper/raftstore/state"
+	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
 )
 
 // claimLoop gets this pod its unit, and keeps watching it: a unit the
 // leader released while this member was unreachable is claimed back when
 // the member returns. A unit removed by an operator is not: the pod stays
-// unready until it is restarted.
+// unready until it is restarted. Nor is an ordinal unit another member took
+// over (a newer incarnation of this pod: two pods claim one identity); a
+// pod without an ordinal whose unit was taken over claims another.
 func (s *Sidecar) claimLoop(ctx context.Context) {
 	id := string(s.node.ID())
 	ordinal := s.cfg.ordinal()
 	for {
 		changed := s.node.Changed()
+		wait := time.Second
 		st := s.node.State()
 		if st.App() != "" && s.unitLost.Load().(string) == "" {
 			held, ok := st.UnitHeldBy(id)
@@ -28,39 +32,53 @@ func (s *Sidecar) claimLoop(ctx context.Context) {
 					s.unit.Store(held.Name)
 					s.log.Info("unit held", "unit", held.Name, "ordinal", ordinal)
 				}
+				s.waiting.Store("")
 			case s.Unit() != "" && isRemoved(st, s.Unit()):
 				reason := fmt.Sprintf("unit %s was removed (%s); restart the pod to get a unit", s.Unit(), unitReason(st, s.Unit()))
 				s.unitLost.Store(reason)
 				s.log.Error("unit removed while the pod runs", "unit", s.Unit())
+			case ordinal >= 0 && s.Unit() != "" && takenOver(st, s.Unit(), id):
+				u, _ := st.Unit(s.Unit())
+				reason := fmt.Sprintf("unit %s was taken over by member %s (pod %s): another pod claims this pod's identity, so this one holds no unit and claims none; stop one of the two", u.Name, u.Member, u.Pod)
+				s.unitLost.Store(reason)
+				s.log.Error("unit taken over by another member", "unit", u.Name, "holder", u.Member)
 			default:
-				s.claim(ctx, id, ordinal)
-				continue
+				if s.claim(ctx, id, ordinal) {
+					continue
+				}
+				wait = 500 * time.Millisecond
 			}
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-changed:
-		case <-time.After(time.Second):
+		case <-time.After(wait):
 		}
 	}
 }
 
-func (s *Sidecar) claim(ctx context.Context, id string, ordinal int64) {
+// claim asks for a unit; it reports whether the pod got one.
+func (s *Sidecar) claim(ctx context.Context, id string, ordinal int64) bool {
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	res, err := s.node.Apply(cctx, state.NewCommand(state.ClaimUnitOp(id, s.cfg.Pod, ordinal)))
+	res, err := s.node.Apply(cctx, state.NewCommand(state.ClaimUnitOp(id, s.cfg.Pod, ordinal, uint32(s.cfg.Units))))
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Info("unit not claimed yet", "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(500 * time.Millisecond):
-			}
 		}
-		return
+		return false
 	}
-	name := res.GetOps()[0].GetUnit()
+	op := res.GetOps()[0]
+	if op.GetWaiting() {
+		why := fmt.Sprintf("waiting for a unit: all %d units of %s are active; one becomes free when its pod stops, or is taken over once its holder has been unreachable for %s", s.cfg.Units, s.cfg.App, s.cfg.UnitTakeoverAfter)
+		if s.waiting.Swap(why) != why {
+			s.log.Warn(why)
+		}
+		return false
+	}
+	s.waiting.Store("")
+	name := op.GetUnit()
 	prev := s.Unit()
 	s.unit.Store(name)
 	if prev != "" && prev != name {
@@ -68,6 +86,13 @@ func (s *Sidecar) claim(ctx context.Context, id string, ordinal int64) {
 	} else {
 		s.log.Info("unit claimed", "unit", name)
 	}
+	return true
+}
+
+// takenOver reports whether unit is held by a member other than id.
+func takenOver(st *state.State, unit, id string) bool {
+	u, ok := st.Unit(unit)
+	return ok && u.State == state.UnitActive && u.Member != id
 }
 
 func isRemoved(st *state.State, unit string) bool {
@@ -111,6 +136,18 @@ func (s *Sidecar) reapOnce(ctx context.Context) {
 		health[string(h.ID)] = h
 	}
 	st := s.node.State()
+	// Waiting claimants whose member is a healthy member of the group; the
+	// others are gone (or going) and are forgotten.
+	var waiting []*state.Claimant
+	for _, c := range st.Claimants() {
+		h, ok := health[c.Member]
+		switch {
+		case c.Member == string(s.node.ID()) || ok && h.Healthy:
+			waiting = append(waiting, c)
+		case !ok:
+			s.duty(ctx, "claimant forgotten", c.Member, "", state.NewCommand(state.ForgetClaimantOp(c.Member)))
+		}
+	}
 	for _, u := range st.Units() {
 		var op string
 		var cmd = state.NewCommand()
@@ -132,11 +169,22 @@ func (s *Sidecar) reapOnce(ctx context.Context) {
 				}
 				silent = h.Since
 			}
-			if silent.IsZero() || now.Sub(silent) < s.cfg.UnitReleaseAfter {
+			if silent.IsZero() {
 				continue
 			}
-			op = "released"
-			cmd.Ops = append(cmd.Ops, state.ReleaseUnitOp(u.Name, u.Member, "member "+u.Member+" unreachable since "+silent.UTC().Format(time.RFC3339)))
+			switch away := now.Sub(silent); {
+			case away >= s.cfg.UnitReleaseAfter:
+				op = "released"
+				cmd.Ops = append(cmd.Ops, state.ReleaseUnitOp(u.Name, u.Member, "member "+u.Member+" unreachable since "+silent.UTC().Format(time.RFC3339)))
+			case away >= s.cfg.UnitTakeoverAfter && len(waiting) > 0:
+				// Fenced: once another member claims it, nothing the old
+				// holder sends for it commits.
+				op = "released for takeover"
+				cmd.Ops = append(cmd.Ops, state.ReleaseUnitOp(u.Name, u.Member, fmt.Sprintf("taken over: member %s unreachable since %s while pod %s waits for a unit", u.Member, silent.UTC().Format(time.RFC3339), waiting[0].Pod)))
+				waiting = waiting[1:]
+			default:
+				continue
+			}
 		case state.UnitReleased:
 			if now.Sub(u.Released) < s.cfg.UnitRemoveAfter {
 				continue
@@ -146,16 +194,22 @@ func (s *Sidecar) reapOnce(ctx context.Context) {
 		default:
 			continue
 		}
-		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := s.node.Apply(actx, cmd)
-		cancel()
-		switch {
-		case err == nil:
-			s.log.Info("unit "+op, "unit", u.Name, "holder", u.Member)
-		case errors.Is(err, state.ErrConflict):
-			// Claimed or changed meanwhile: nothing to do.
-		default:
-			s.log.Warn("unit duty failed", "unit", u.Name, "err", err)
-		}
+		s.duty(ctx, "unit "+op, u.Name, u.Member, cmd)
+	}
+}
+
+// duty applies one of the leader's unit decisions. Each is a
+// compare-and-set, so a unit claimed again meanwhile is left alone.
+func (s *Sidecar) duty(ctx context.Context, what, unit, holder string, cmd *storepb.Command) {
+	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := s.node.Apply(actx, cmd)
+	switch {
+	case err == nil:
+		s.log.Info(what, "unit", unit, "holder", holder)
+	case errors.Is(err, state.ErrConflict):
+		// Claimed or changed meanwhile: nothing to do.
+	default:
+		s.log.Warn("unit duty failed", "duty", what, "unit", unit, "err", err)
 	}
 }

@@ -45,7 +45,8 @@ type runFlags struct {
 	joinToken, joinTokenFile, tlsCert, tlsKey, tlsCA                  string
 	insecure                                                          bool
 	unitMode, leaveOnStop                                             string
-	unitReleaseAfter, unitRemoveAfter                                 time.Duration
+	unitReleaseAfter, unitRemoveAfter, unitTakeoverAfter              time.Duration
+	units                                                             int
 	heartbeat, election, leaderLease, commit                          time.Duration
 	snapshotThreshold, trailingLogs                                   uint64
 	snapshotInterval                                                  time.Duration
@@ -86,6 +87,8 @@ func newRunFlags(e *env) *runFlags {
 	fs.StringVar(&f.tlsCA, "tls-ca", "", "PEM CA `file` that signed every member's certificate")
 	fs.BoolVar(&f.insecure, "insecure", false, "allow a peer port without TLS and without a join token")
 	fs.StringVar(&f.unitMode, "unit-mode", "auto", "how the pod gets its unit (`mode`): auto, ordinal (pod <app>-N is unit <app>/N) or claim")
+	fs.IntVar(&f.units, "units", 0, "the application's declared `number` of units (the chart's replicas): a pod without an ordinal\nnever creates a unit beyond it and waits for one instead; 0 = no limit")
+	fs.DurationVar(&f.unitTakeoverAfter, "unit-takeover-after", 30*time.Second, "while a pod waits for a unit, the leader frees for it the unit of a member unreachable this long;\nthe old holder can commit nothing more for it")
 	fs.DurationVar(&f.unitReleaseAfter, "unit-release-after", 5*time.Minute, "the leader releases the unit of a member unreachable this long (units claimed without an ordinal only)")
 	fs.DurationVar(&f.unitRemoveAfter, "unit-remove-after", 10*time.Minute, "a released unit unclaimed this long is removed")
 	fs.StringVar(&f.leaveOnStop, "leave-on-stop", "auto", "whether to leave the raft group on graceful stop (`mode`): auto (when the pod has no ordinal), true or false")
@@ -151,6 +154,7 @@ func (f *runFlags) sidecarConfig(logger *slog.Logger) (sidecar.Config, error) {
 		Peers: f.peers, PeersFile: f.peersFile, DNSName: f.dnsName, DNSSRV: f.dnsSRV, DNSResolver: f.dnsResolver,
 		BootstrapExpect: f.bootstrapExpect, Voters: f.voters, Insecure: f.insecure,
 		UnitMode: sidecar.UnitMode(f.unitMode), UnitReleaseAfter: f.unitReleaseAfter, UnitRemoveAfter: f.unitRemoveAfter,
+		Units: f.units, UnitTakeoverAfter: f.unitTakeoverAfter,
 		Logger: logger, Version: version,
 	}
 	if f.app == "" {

@@ -68,9 +68,9 @@ func strip(d string) string { return d[strings.Index(d, " "):] }
 
 func TestRetriedCommandIsAppliedOnce(t *testing.T) {
 	m := statetest.New(t, "app")
-	r1 := cmd(m, req("c1", 1, 1), state.ClaimUnitOp("m1", "web-abc", -1))
-	r2 := cmd(m, req("c1", 1, 1), state.ClaimUnitOp("m1", "web-abc", -1))
-	r3 := cmd(m, req("c2", 1, 1), state.ClaimUnitOp("m2", "web-def", -1))
+	r1 := cmd(m, req("c1", 1, 1), state.ClaimUnitOp("m1", "web-abc", -1, 0))
+	r2 := cmd(m, req("c1", 1, 1), state.ClaimUnitOp("m1", "web-abc", -1, 0))
+	r3 := cmd(m, req("c2", 1, 1), state.ClaimUnitOp("m2", "web-def", -1, 0))
 	if !proto.Equal(r1, r2) {
 		t.Fatalf("retry returned a different result: %v vs %v", r1, r2)
 	}
@@ -273,7 +273,7 @@ func TestPodsWithoutOrdinalClaimInOrder(t *testing.T) {
 	if got := m.Claim("pf/1", "pf", -1); got != "app/3" {
 		t.Fatalf("got %s, want app/3", got)
 	}
-	if err := m.Do(state.ClaimUnitOp("", "x", -1)); !errors.Is(err, state.ErrInvalid) {
+	if err := m.Do(state.ClaimUnitOp("", "x", -1, 0)); !errors.Is(err, state.ErrInvalid) {
 		t.Fatalf("claim without member: %v", err)
 	}
 }
@@ -460,7 +460,7 @@ func FuzzApplyCommand(f *testing.F) {
 		b, _ := state.EncodeEntry(&storepb.Command{Version: state.CommandVersion, Client: req("x", 1, 1), Ops: ops})
 		f.Add(b)
 	}
-	seed(state.ClaimUnitOp("m", "p", -1))
+	seed(state.ClaimUnitOp("m", "p", -1, 0))
 	seed(state.EnsureRelationOp("peers", "x", true, "", ""), state.UpdateBagOp(0, "app/0", map[string]string{"a": "b"}, "c"))
 	seed(state.ClaimLeaseOp("app/0", "m", 10), state.CheckLeaseOp("app/0"), state.RemoveUnitOp("app/0", 0, ""))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -47,9 +47,16 @@ func CheckBagOp(relationID int64, owner string, revision uint64) *storepb.Op {
 	return &storepb.Op{Op: &storepb.Op_CheckBag{CheckBag: &storepb.CheckBag{RelationId: relationID, Owner: owner, Revision: revision}}}
 }
 
-// ClaimUnitOp claims a unit for a member; ordinal < 0 means "any".
-func ClaimUnitOp(member, pod string, ordinal int64) *storepb.Op {
-	return &storepb.Op{Op: &storepb.Op_ClaimUnit{ClaimUnit: &storepb.ClaimUnit{MemberId: member, Pod: pod, Ordinal: ordinal}}}
+// ClaimUnitOp claims a unit for a member; ordinal < 0 means "any", and
+// then a new unit is created only while there are fewer than scale (0: no
+// limit).
+func ClaimUnitOp(member, pod string, ordinal int64, scale uint32) *storepb.Op {
+	return &storepb.Op{Op: &storepb.Op_ClaimUnit{ClaimUnit: &storepb.ClaimUnit{MemberId: member, Pod: pod, Ordinal: ordinal, Scale: scale}}}
+}
+
+// ForgetClaimantOp drops a member waiting for a unit.
+func ForgetClaimantOp(member string) *storepb.Op {
+	return &storepb.Op{Op: &storepb.Op_ForgetClaimant{ForgetClaimant: &storepb.ForgetClaimant{MemberId: member}}}
 }
 
 // ReleaseUnitOp releases a unit; expectMember, if set, must hold it.

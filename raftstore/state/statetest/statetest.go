@@ -137,7 +137,7 @@ func (s *Store) Must(ops ...*storepb.Op) *storepb.Result {
 // name.
 func (s *Store) Claim(member, pod string, ordinal int64) string {
 	s.t.Helper()
-	return s.Must(state.ClaimUnitOp(member, pod, ordinal)).GetOps()[0].GetUnit()
+	return s.Must(state.ClaimUnitOp(member, pod, ordinal, 0)).GetOps()[0].GetUnit()
 }
 
 // Relation ensures the peer relation of endpoint and returns its id.

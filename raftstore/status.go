@@ -1,0 +1,70 @@
+package raftstore
+
+import (
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Status is what a member can say of itself at one moment, without asking
+// anyone: the one view of the raft member that leaves this package.
+// Readiness, metrics and the admin API read it instead of raft itself.
+type Status struct {
+	ID string
+	// Role is raft's: Leader, Follower, Candidate or Shutdown.
+	Role string
+	Term uint64
+	// LeaderID and LeaderAddress are empty while no leader is known.
+	LeaderID      string
+	LeaderAddress string
+	// CommitIndex is the newest entry this member knows committed (on a
+	// follower: as the leader last told it). AppliedIndex is the newest
+	// entry raft has handed to the state machine, which may still be
+	// queued there; StateIndex is the newest the state machine has applied.
+	CommitIndex  uint64
+	AppliedIndex uint64
+	StateIndex   uint64
+	LastIndex    uint64
+	// LastContact is when a follower last heard from the leader (zero if
+	// never, or on the leader).
+	LastContact time.Time
+	// Voters and Nonvoters count the members of the configuration.
+	Voters, Nonvoters int
+	// Damage is set when the member found its log or state damaged.
+	Damage *Damage
+}
+
+// IsLeader reports whether the member led the group at that moment.
+func (s Status) IsLeader() bool { return s.Role == raft.Leader.String() }
+
+// Status returns this member's status now.
+func (n *Node) Status() Status {
+	id, addr := n.Leader()
+	s := Status{
+		ID:            string(n.id),
+		Role:          n.raft.State().String(),
+		Term:          n.raft.CurrentTerm(),
+		LeaderID:      string(id),
+		LeaderAddress: string(addr),
+		CommitIndex:   n.raft.CommitIndex(),
+		AppliedIndex:  n.raft.AppliedIndex(),
+		StateIndex:    n.StateIndex(),
+		LastIndex:     n.raft.LastIndex(),
+	}
+	if !s.IsLeader() {
+		s.LastContact = n.raft.LastContact()
+	}
+	if cfg, err := n.Configuration(); err == nil {
+		for _, sv := range cfg.Servers {
+			if sv.Suffrage == raft.Voter {
+				s.Voters++
+			} else {
+				s.Nonvoters++
+			}
+		}
+	}
+	if d, ok := n.Damaged(); ok {
+		s.Damage = &d
+	}
+	return s
+}
