@@ -31,7 +31,7 @@ type histOp struct {
 	unknown   bool
 	call, ret int64  // nanoseconds since the history began, monotonic; ret is unused when unknown
 	member    string // the pod asked
-	note      string // for an indeterminate write, its error
+	note      string // for an indeterminate write, its error; for a read, how it saw nothing
 }
 
 func (o histOp) String() string {
@@ -40,6 +40,9 @@ func (o histOp) String() string {
 		return fmt.Sprintf("write %s=%q by %s at %s, outcome unknown (%s)", o.key, o.value, o.member, stamp(o.call), o.note)
 	case o.write:
 		return fmt.Sprintf("write %s=%q by %s at %s–%s", o.key, o.value, o.member, stamp(o.call), stamp(o.ret))
+	}
+	if o.note != "" {
+		return fmt.Sprintf("read %s → %s (%s) from %s at %s–%s", o.key, shown(o.value), o.note, o.member, stamp(o.call), stamp(o.ret))
 	}
 	return fmt.Sprintf("read %s → %s from %s at %s–%s", o.key, shown(o.value), o.member, stamp(o.call), stamp(o.ret))
 }

@@ -224,12 +224,15 @@ func (cl *linClient) run(ctx context.Context) {
 			cl.h.add(op)
 		} else {
 			op.call = cl.h.now()
-			val, err := cl.read(p, k.owner, k.key)
+			val, noRelation, err := cl.read(p, k.owner, k.key)
 			op.ret = cl.h.now()
 			if err != nil {
 				cl.h.dropRead()
 			} else {
 				op.value = val
+				if noRelation {
+					op.note = "relation not found"
+				}
 				cl.h.add(op)
 			}
 		}
@@ -239,12 +242,12 @@ func (cl *linClient) run(ctx context.Context) {
 
 // read returns a key of a bag as the member answers it, "" when unset. A
 // member whose state does not have the relation yet (it was created before
-// the workload) observed the state before it: every key unset.
-func (cl *linClient) read(p *pod, owner, key string) (string, error) {
-	var val string
-	err := p.adminCall(linOpTimeout, func(ctx context.Context, c adminpb.AdminClient) error {
+// the workload) observed the state before it: every key unset (noRelation).
+func (cl *linClient) read(p *pod, owner, key string) (val string, noRelation bool, err error) {
+	err = p.adminCall(linOpTimeout, func(ctx context.Context, c adminpb.AdminClient) error {
 		r, err := c.GetBags(ctx, &adminpb.GetBagsRequest{RelationId: cl.rel, Owner: owner})
 		if status.Code(err) == codes.NotFound {
+			noRelation = true
 			return nil
 		}
 		if err != nil {
@@ -257,7 +260,7 @@ func (cl *linClient) read(p *pod, owner, key string) (string, error) {
 		}
 		return nil
 	})
-	return val, err
+	return val, noRelation, err
 }
 
 // think waits up to 20ms between operations (part of the workload).
