@@ -10,7 +10,7 @@ TOOLS     := $(CURDIR)/$(BIN)/tools
 
 PROTOS := raftstore/storepb/store.proto raftstore/peerpb/peer.proto sidecar/adminpb/admin.proto agent/toolpb/tools.proto
 
-.PHONY: all build test lint vet generate check-generated demo bench fuzz clean
+.PHONY: all build test lint vet generate check-generated demo bench soak soak-linearizable fuzz clean
 all: build
 
 ## build: the bagkeeper binary in bin/
@@ -42,6 +42,19 @@ demo: build
 bench:
 	$(GO) run ./test/bench
 	$(GO) test -run '^$$' -bench Startup -benchtime 500x ./cmd/jujuc
+
+## soak: long fault runs of SOAK_DURATION (default 10m) each; a failing run
+## leaves what it found under bin/soak. Raise SOAK_TIMEOUT for runs of hours.
+SOAK_DURATION ?= 10m
+SOAK_TIMEOUT  ?= 2h
+soak: soak-linearizable
+
+## soak-linearizable: bag reads and writes checked for linearizability
+## (porcupine) while members are killed, paused and wiped
+soak-linearizable:
+	mkdir -p $(BIN)/soak
+	BAGKEEPER_SOAK_DURATION=$(SOAK_DURATION) $(GO) test -count=1 -v -timeout $(SOAK_TIMEOUT) \
+		-run '^TestLinearizableBagsUnderFaults$$' -artifacts -outputdir $(CURDIR)/$(BIN)/soak ./test/e2e/
 
 ## fuzz: run each fuzz target for a while (FUZZTIME=30s)
 FUZZTIME ?= 30s

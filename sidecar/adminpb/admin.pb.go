@@ -545,7 +545,10 @@ type GetBagsRequest struct {
 	// Relation id; -1 for all relations.
 	RelationId int64 `protobuf:"varint,1,opt,name=relation_id,json=relationId,proto3" json:"relation_id,omitempty"`
 	// Owner (unit or application name); empty for all owners.
-	Owner         string `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	Owner string `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	// Read the local replica as it is, without confirming with the leader
+	// that it is current. Default: linearizable.
+	Stale         bool `protobuf:"varint,3,opt,name=stale,proto3" json:"stale,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -592,6 +595,13 @@ func (x *GetBagsRequest) GetOwner() string {
 		return x.Owner
 	}
 	return ""
+}
+
+func (x *GetBagsRequest) GetStale() bool {
+	if x != nil {
+		return x.Stale
+	}
+	return false
 }
 
 type Bag struct {
@@ -1171,11 +1181,12 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	" \x03(\v2\x18.bagkeeper.admin.v1.UnitR\x05units\x12:\n" +
 	"\trelations\x18\v \x03(\v2\x1c.bagkeeper.admin.v1.RelationR\trelations\x12\x14\n" +
 	"\x05ready\x18\f \x01(\bR\x05ready\x12(\n" +
-	"\x10not_ready_reason\x18\r \x01(\tR\x0enotReadyReason\"G\n" +
+	"\x10not_ready_reason\x18\r \x01(\tR\x0enotReadyReason\"]\n" +
 	"\x0eGetBagsRequest\x12\x1f\n" +
 	"\vrelation_id\x18\x01 \x01(\x03R\n" +
 	"relationId\x12\x14\n" +
-	"\x05owner\x18\x02 \x01(\tR\x05owner\"\xe4\x01\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x14\n" +
+	"\x05stale\x18\x03 \x01(\bR\x05stale\"\xe4\x01\n" +
 	"\x03Bag\x12\x1f\n" +
 	"\vrelation_id\x18\x01 \x01(\x03R\n" +
 	"relationId\x12\x1a\n" +

@@ -16,6 +16,11 @@
 //   - there is exactly one cluster: one cluster id, one configuration, one
 //     leader (invariant 4).
 //
+// TestLinearizableBagsUnderFaults also checks, with porcupine, that bag
+// reads and writes of concurrent clients are linearizable while a nemesis
+// kills, pauses and wipes members (longer with BAGKEEPER_SOAK_DURATION, as
+// `make soak` runs it).
+//
 // The bagkeeper binary is built once per `go test` run (without -race, for
 // speed). Tests run one after another: each raft group is timing-sensitive,
 // and several groups at once on a small machine miss heartbeats.

@@ -311,6 +311,22 @@ func (p *pod) kill() {
 	p.c.writePeers()
 }
 
+// pause stops the pod's process with SIGSTOP, as a hung node, a long
+// stall of the VM or a frozen container would: it keeps its sockets and its
+// place in discovery, and answers nothing until resume.
+func (p *pod) pause() {
+	if pr := p.process(); pr != nil {
+		pr.signal(syscall.SIGSTOP)
+	}
+}
+
+// resume lets a paused pod's process run again (SIGCONT).
+func (p *pod) resume() {
+	if pr := p.process(); pr != nil {
+		pr.signal(syscall.SIGCONT)
+	}
+}
+
 // stop stops the pod gracefully (SIGTERM, as Kubernetes does) and waits
 // for the process to exit; the exit must be clean.
 func (p *pod) stop() {

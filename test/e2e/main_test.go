@@ -194,8 +194,11 @@ func (p *process) signal(sig syscall.Signal) {
 	_ = syscall.Kill(-p.pid(), sig)
 }
 
-// kill sends SIGKILL and waits until the process is reaped.
+// kill sends SIGKILL and waits until the process is reaped. A paused
+// process (SIGSTOP) is resumed first, so that nothing stopped outlives a
+// test whatever the kernel does with a signal to a stopped process.
 func (p *process) kill() {
+	p.signal(syscall.SIGCONT)
 	p.signal(syscall.SIGKILL)
 	<-p.done
 }
