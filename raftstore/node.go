@@ -201,6 +201,9 @@ type Node struct {
 	observer *raft.Observer
 	session  *clientSession
 	damage   atomic.Pointer[Damage]
+	// barrierTerm is the term in which this member, as leader, last saw a
+	// barrier through: its commit index is complete from then on.
+	barrierTerm atomic.Uint64
 
 	ctx    context.Context
 	cancel context.CancelFunc

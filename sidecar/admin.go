@@ -105,8 +105,20 @@ func probeTimeout(ctx context.Context) time.Duration {
 }
 
 func (a *adminServer) GetBags(ctx context.Context, req *adminpb.GetBagsRequest) (*adminpb.GetBagsResponse, error) {
-	st := a.s.node.State()
-	resp := &adminpb.GetBagsResponse{Index: st.Index()}
+	var st *state.State
+	var notReady string
+	if req.GetStale() {
+		st = a.s.node.State()
+		if ok, why := a.s.Ready(); !ok {
+			notReady = why
+		}
+	} else {
+		var err error
+		if st, err = a.s.node.Read(ctx); err != nil {
+			return nil, commandStatus(err)
+		}
+	}
+	resp := &adminpb.GetBagsResponse{Index: st.Index(), NotReadyReason: notReady}
 	rels := st.Relations()
 	if req.GetRelationId() >= 0 {
 		r, ok := st.Relation(req.GetRelationId())

@@ -274,9 +274,15 @@ func roundDuration(d time.Duration) string {
 const bagsUsage = `Usage: bagkeeper bags [flags] [OWNER]
        bagkeeper bags set --relation REL OWNER key=value ... [key= ...]
 
-Reads relation data bags from this pod's sidecar (its local copy of the
-replicated state). OWNER is a unit (app/0) or an application name; without
-it every bag is shown. --relation takes an id (3) or endpoint:id (peers:3).
+Reads relation data bags through this pod's sidecar. OWNER is a unit
+(app/0) or an application name; without it every bag is shown. --relation
+takes an id (3) or endpoint:id (peers:3).
+
+The read is linearizable: it shows every write committed before it was
+asked, whichever pod answers (the leader confirms it still leads, and this
+pod's copy catches up first); without a leader it fails. --stale reads this
+pod's copy as it is, which works without a leader but may be behind; on a
+pod that is not ready it says so on stderr.
 
 'bags set' writes keys of one bag through raft, as an operator's repair
 tool; 'key=' deletes a key. Charms write their bags with relation-set.`
@@ -287,9 +293,11 @@ func cmdBags(e *env, args []string) error {
 	}
 	var a adminFlags
 	var rel string
+	var stale bool
 	fs := newFlagSet("bags", bagsUsage)
 	a.register(fs, "yaml|json")
 	fs.StringVar(&rel, "relation", "", "only this relation: `id` or endpoint:id")
+	fs.BoolVar(&stale, "stale", false, "read this pod's copy as it is, without asking the leader (may be behind)")
 	rest, err := parse(e, fs, args)
 	if err != nil {
 		return err
@@ -311,9 +319,12 @@ func cmdBags(e *env, args []string) error {
 		owner = rest[0]
 	}
 	return a.call(func(ctx context.Context, c adminpb.AdminClient) error {
-		resp, err := c.GetBags(ctx, &adminpb.GetBagsRequest{RelationId: relID, Owner: owner})
+		resp, err := c.GetBags(ctx, &adminpb.GetBagsRequest{RelationId: relID, Owner: owner, Stale: stale})
 		if err != nil {
 			return err
+		}
+		if why := resp.GetNotReadyReason(); why != "" {
+			fmt.Fprintf(e.stderr, "warning: stale read at raft index %d from a pod that is not ready (%s): it may be behind\n", resp.GetIndex(), why)
 		}
 		out := map[string]map[string]map[string]string{}
 		for _, b := range resp.GetBags() {

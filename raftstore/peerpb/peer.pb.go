@@ -25,6 +25,94 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type ReadIndexRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Hops          uint32                 `protobuf:"varint,1,opt,name=hops,proto3" json:"hops,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadIndexRequest) Reset() {
+	*x = ReadIndexRequest{}
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadIndexRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadIndexRequest) ProtoMessage() {}
+
+func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
+func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
+	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ReadIndexRequest) GetHops() uint32 {
+	if x != nil {
+		return x.Hops
+	}
+	return 0
+}
+
+type ReadIndexResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadIndexResponse) Reset() {
+	*x = ReadIndexResponse{}
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadIndexResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadIndexResponse) ProtoMessage() {}
+
+func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
+func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
+	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ReadIndexResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
 type InfoRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -33,7 +121,7 @@ type InfoRequest struct {
 
 func (x *InfoRequest) Reset() {
 	*x = InfoRequest{}
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[0]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -45,7 +133,7 @@ func (x *InfoRequest) String() string {
 func (*InfoRequest) ProtoMessage() {}
 
 func (x *InfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[0]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -58,7 +146,7 @@ func (x *InfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoRequest.ProtoReflect.Descriptor instead.
 func (*InfoRequest) Descriptor() ([]byte, []int) {
-	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{0}
+	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{2}
 }
 
 type Server struct {
@@ -73,7 +161,7 @@ type Server struct {
 
 func (x *Server) Reset() {
 	*x = Server{}
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[1]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -85,7 +173,7 @@ func (x *Server) String() string {
 func (*Server) ProtoMessage() {}
 
 func (x *Server) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[1]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -98,7 +186,7 @@ func (x *Server) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Server.ProtoReflect.Descriptor instead.
 func (*Server) Descriptor() ([]byte, []int) {
-	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{1}
+	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Server) GetId() string {
@@ -159,7 +247,7 @@ type InfoResponse struct {
 
 func (x *InfoResponse) Reset() {
 	*x = InfoResponse{}
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[2]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -171,7 +259,7 @@ func (x *InfoResponse) String() string {
 func (*InfoResponse) ProtoMessage() {}
 
 func (x *InfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[2]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -184,7 +272,7 @@ func (x *InfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoResponse.ProtoReflect.Descriptor instead.
 func (*InfoResponse) Descriptor() ([]byte, []int) {
-	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{2}
+	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *InfoResponse) GetServerId() string {
@@ -327,7 +415,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[3]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -339,7 +427,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[3]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -352,7 +440,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{3}
+	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *JoinRequest) GetServerId() string {
@@ -401,7 +489,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[4]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -413,7 +501,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[4]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -426,7 +514,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{4}
+	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *JoinResponse) GetOutcome() string {
@@ -453,7 +541,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[5]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -465,7 +553,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[5]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -478,7 +566,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{5}
+	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *LeaveRequest) GetServerId() string {
@@ -503,7 +591,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[6]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -515,7 +603,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[6]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -528,7 +616,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{6}
+	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{8}
 }
 
 type ApplyRequest struct {
@@ -541,7 +629,7 @@ type ApplyRequest struct {
 
 func (x *ApplyRequest) Reset() {
 	*x = ApplyRequest{}
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[7]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -553,7 +641,7 @@ func (x *ApplyRequest) String() string {
 func (*ApplyRequest) ProtoMessage() {}
 
 func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[7]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -566,7 +654,7 @@ func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRequest.ProtoReflect.Descriptor instead.
 func (*ApplyRequest) Descriptor() ([]byte, []int) {
-	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{7}
+	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ApplyRequest) GetCommand() []byte {
@@ -593,7 +681,7 @@ type ApplyResponse struct {
 
 func (x *ApplyResponse) Reset() {
 	*x = ApplyResponse{}
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[8]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -605,7 +693,7 @@ func (x *ApplyResponse) String() string {
 func (*ApplyResponse) ProtoMessage() {}
 
 func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[8]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -618,7 +706,7 @@ func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyResponse) Descriptor() ([]byte, []int) {
-	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{8}
+	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ApplyResponse) GetResult() []byte {
@@ -632,7 +720,11 @@ var File_raftstore_peerpb_peer_proto protoreflect.FileDescriptor
 
 const file_raftstore_peerpb_peer_proto_rawDesc = "" +
 	"\n" +
-	"\x1braftstore/peerpb/peer.proto\x12\x11bagkeeper.peer.v1\"\r\n" +
+	"\x1braftstore/peerpb/peer.proto\x12\x11bagkeeper.peer.v1\"&\n" +
+	"\x10ReadIndexRequest\x12\x12\n" +
+	"\x04hops\x18\x01 \x01(\rR\x04hops\")\n" +
+	"\x11ReadIndexResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\"\r\n" +
 	"\vInfoRequest\"N\n" +
 	"\x06Server\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
@@ -677,12 +769,13 @@ const file_raftstore_peerpb_peer_proto_rawDesc = "" +
 	"\acommand\x18\x01 \x01(\fR\acommand\x12\x12\n" +
 	"\x04hops\x18\x02 \x01(\rR\x04hops\"'\n" +
 	"\rApplyResponse\x12\x16\n" +
-	"\x06result\x18\x01 \x01(\fR\x06result2\xb0\x02\n" +
+	"\x06result\x18\x01 \x01(\fR\x06result2\x88\x03\n" +
 	"\x04Peer\x12G\n" +
 	"\x04Info\x12\x1e.bagkeeper.peer.v1.InfoRequest\x1a\x1f.bagkeeper.peer.v1.InfoResponse\x12G\n" +
 	"\x04Join\x12\x1e.bagkeeper.peer.v1.JoinRequest\x1a\x1f.bagkeeper.peer.v1.JoinResponse\x12J\n" +
 	"\x05Leave\x12\x1f.bagkeeper.peer.v1.LeaveRequest\x1a .bagkeeper.peer.v1.LeaveResponse\x12J\n" +
-	"\x05Apply\x12\x1f.bagkeeper.peer.v1.ApplyRequest\x1a .bagkeeper.peer.v1.ApplyResponseB1Z/github.com/bagkeeper/bagkeeper/raftstore/peerpbb\x06proto3"
+	"\x05Apply\x12\x1f.bagkeeper.peer.v1.ApplyRequest\x1a .bagkeeper.peer.v1.ApplyResponse\x12V\n" +
+	"\tReadIndex\x12#.bagkeeper.peer.v1.ReadIndexRequest\x1a$.bagkeeper.peer.v1.ReadIndexResponseB1Z/github.com/bagkeeper/bagkeeper/raftstore/peerpbb\x06proto3"
 
 var (
 	file_raftstore_peerpb_peer_proto_rawDescOnce sync.Once
@@ -696,34 +789,38 @@ func file_raftstore_peerpb_peer_proto_rawDescGZIP() []byte {
 	return file_raftstore_peerpb_peer_proto_rawDescData
 }
 
-var file_raftstore_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_raftstore_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_raftstore_peerpb_peer_proto_goTypes = []any{
-	(*InfoRequest)(nil),   // 0: bagkeeper.peer.v1.InfoRequest
-	(*Server)(nil),        // 1: bagkeeper.peer.v1.Server
-	(*InfoResponse)(nil),  // 2: bagkeeper.peer.v1.InfoResponse
-	(*JoinRequest)(nil),   // 3: bagkeeper.peer.v1.JoinRequest
-	(*JoinResponse)(nil),  // 4: bagkeeper.peer.v1.JoinResponse
-	(*LeaveRequest)(nil),  // 5: bagkeeper.peer.v1.LeaveRequest
-	(*LeaveResponse)(nil), // 6: bagkeeper.peer.v1.LeaveResponse
-	(*ApplyRequest)(nil),  // 7: bagkeeper.peer.v1.ApplyRequest
-	(*ApplyResponse)(nil), // 8: bagkeeper.peer.v1.ApplyResponse
+	(*ReadIndexRequest)(nil),  // 0: bagkeeper.peer.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil), // 1: bagkeeper.peer.v1.ReadIndexResponse
+	(*InfoRequest)(nil),       // 2: bagkeeper.peer.v1.InfoRequest
+	(*Server)(nil),            // 3: bagkeeper.peer.v1.Server
+	(*InfoResponse)(nil),      // 4: bagkeeper.peer.v1.InfoResponse
+	(*JoinRequest)(nil),       // 5: bagkeeper.peer.v1.JoinRequest
+	(*JoinResponse)(nil),      // 6: bagkeeper.peer.v1.JoinResponse
+	(*LeaveRequest)(nil),      // 7: bagkeeper.peer.v1.LeaveRequest
+	(*LeaveResponse)(nil),     // 8: bagkeeper.peer.v1.LeaveResponse
+	(*ApplyRequest)(nil),      // 9: bagkeeper.peer.v1.ApplyRequest
+	(*ApplyResponse)(nil),     // 10: bagkeeper.peer.v1.ApplyResponse
 }
 var file_raftstore_peerpb_peer_proto_depIdxs = []int32{
-	1, // 0: bagkeeper.peer.v1.InfoResponse.bootstrap_proposal:type_name -> bagkeeper.peer.v1.Server
-	1, // 1: bagkeeper.peer.v1.InfoResponse.configuration:type_name -> bagkeeper.peer.v1.Server
-	0, // 2: bagkeeper.peer.v1.Peer.Info:input_type -> bagkeeper.peer.v1.InfoRequest
-	3, // 3: bagkeeper.peer.v1.Peer.Join:input_type -> bagkeeper.peer.v1.JoinRequest
-	5, // 4: bagkeeper.peer.v1.Peer.Leave:input_type -> bagkeeper.peer.v1.LeaveRequest
-	7, // 5: bagkeeper.peer.v1.Peer.Apply:input_type -> bagkeeper.peer.v1.ApplyRequest
-	2, // 6: bagkeeper.peer.v1.Peer.Info:output_type -> bagkeeper.peer.v1.InfoResponse
-	4, // 7: bagkeeper.peer.v1.Peer.Join:output_type -> bagkeeper.peer.v1.JoinResponse
-	6, // 8: bagkeeper.peer.v1.Peer.Leave:output_type -> bagkeeper.peer.v1.LeaveResponse
-	8, // 9: bagkeeper.peer.v1.Peer.Apply:output_type -> bagkeeper.peer.v1.ApplyResponse
-	6, // [6:10] is the sub-list for method output_type
-	2, // [2:6] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	3,  // 0: bagkeeper.peer.v1.InfoResponse.bootstrap_proposal:type_name -> bagkeeper.peer.v1.Server
+	3,  // 1: bagkeeper.peer.v1.InfoResponse.configuration:type_name -> bagkeeper.peer.v1.Server
+	2,  // 2: bagkeeper.peer.v1.Peer.Info:input_type -> bagkeeper.peer.v1.InfoRequest
+	5,  // 3: bagkeeper.peer.v1.Peer.Join:input_type -> bagkeeper.peer.v1.JoinRequest
+	7,  // 4: bagkeeper.peer.v1.Peer.Leave:input_type -> bagkeeper.peer.v1.LeaveRequest
+	9,  // 5: bagkeeper.peer.v1.Peer.Apply:input_type -> bagkeeper.peer.v1.ApplyRequest
+	0,  // 6: bagkeeper.peer.v1.Peer.ReadIndex:input_type -> bagkeeper.peer.v1.ReadIndexRequest
+	4,  // 7: bagkeeper.peer.v1.Peer.Info:output_type -> bagkeeper.peer.v1.InfoResponse
+	6,  // 8: bagkeeper.peer.v1.Peer.Join:output_type -> bagkeeper.peer.v1.JoinResponse
+	8,  // 9: bagkeeper.peer.v1.Peer.Leave:output_type -> bagkeeper.peer.v1.LeaveResponse
+	10, // 10: bagkeeper.peer.v1.Peer.Apply:output_type -> bagkeeper.peer.v1.ApplyResponse
+	1,  // 11: bagkeeper.peer.v1.Peer.ReadIndex:output_type -> bagkeeper.peer.v1.ReadIndexResponse
+	7,  // [7:12] is the sub-list for method output_type
+	2,  // [2:7] is the sub-list for method input_type
+	2,  // [2:2] is the sub-list for extension type_name
+	2,  // [2:2] is the sub-list for extension extendee
+	0,  // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_raftstore_peerpb_peer_proto_init() }
@@ -737,7 +834,7 @@ func file_raftstore_peerpb_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftstore_peerpb_peer_proto_rawDesc), len(file_raftstore_peerpb_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

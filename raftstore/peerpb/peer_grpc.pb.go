@@ -23,10 +23,11 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Peer_Info_FullMethodName  = "/bagkeeper.peer.v1.Peer/Info"
-	Peer_Join_FullMethodName  = "/bagkeeper.peer.v1.Peer/Join"
-	Peer_Leave_FullMethodName = "/bagkeeper.peer.v1.Peer/Leave"
-	Peer_Apply_FullMethodName = "/bagkeeper.peer.v1.Peer/Apply"
+	Peer_Info_FullMethodName      = "/bagkeeper.peer.v1.Peer/Info"
+	Peer_Join_FullMethodName      = "/bagkeeper.peer.v1.Peer/Join"
+	Peer_Leave_FullMethodName     = "/bagkeeper.peer.v1.Peer/Leave"
+	Peer_Apply_FullMethodName     = "/bagkeeper.peer.v1.Peer/Apply"
+	Peer_ReadIndex_FullMethodName = "/bagkeeper.peer.v1.Peer/ReadIndex"
 )
 
 // PeerClient is the client API for Peer service.
@@ -45,6 +46,11 @@ type PeerClient interface {
 	// Apply proposes a command (a bagkeeper.store.v1.Command, encoded) on the
 	// leader and returns its result once committed and applied there.
 	Apply(ctx context.Context, in *ApplyRequest, opts ...grpc.CallOption) (*ApplyResponse, error)
+	// ReadIndex returns the leader's commit index, once the leader has
+	// confirmed with a quorum that it still leads: a member whose state has
+	// applied that index may answer a read as if the leader had (the Raft
+	// thesis, section 6.4). A follower forwards it to the leader.
+	ReadIndex(ctx context.Context, in *ReadIndexRequest, opts ...grpc.CallOption) (*ReadIndexResponse, error)
 }
 
 type peerClient struct {
@@ -95,6 +101,16 @@ func (c *peerClient) Apply(ctx context.Context, in *ApplyRequest, opts ...grpc.C
 	return out, nil
 }
 
+func (c *peerClient) ReadIndex(ctx context.Context, in *ReadIndexRequest, opts ...grpc.CallOption) (*ReadIndexResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReadIndexResponse)
+	err := c.cc.Invoke(ctx, Peer_ReadIndex_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -111,6 +127,11 @@ type PeerServer interface {
 	// Apply proposes a command (a bagkeeper.store.v1.Command, encoded) on the
 	// leader and returns its result once committed and applied there.
 	Apply(context.Context, *ApplyRequest) (*ApplyResponse, error)
+	// ReadIndex returns the leader's commit index, once the leader has
+	// confirmed with a quorum that it still leads: a member whose state has
+	// applied that index may answer a read as if the leader had (the Raft
+	// thesis, section 6.4). A follower forwards it to the leader.
+	ReadIndex(context.Context, *ReadIndexRequest) (*ReadIndexResponse, error)
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -132,6 +153,9 @@ func (UnimplementedPeerServer) Leave(context.Context, *LeaveRequest) (*LeaveResp
 }
 func (UnimplementedPeerServer) Apply(context.Context, *ApplyRequest) (*ApplyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Apply not implemented")
+}
+func (UnimplementedPeerServer) ReadIndex(context.Context, *ReadIndexRequest) (*ReadIndexResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReadIndex not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -226,6 +250,24 @@ func _Peer_Apply_Handler(srv interface{}, ctx context.Context, dec func(interfac
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Peer_ReadIndex_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReadIndexRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).ReadIndex(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_ReadIndex_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).ReadIndex(ctx, req.(*ReadIndexRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -248,6 +290,10 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Apply",
 			Handler:    _Peer_Apply_Handler,
+		},
+		{
+			MethodName: "ReadIndex",
+			Handler:    _Peer_ReadIndex_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -681,11 +681,15 @@ func (x *Bag) GetRevision() uint64 {
 }
 
 type GetBagsResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Bags          []*Bag                 `protobuf:"bytes,1,rep,name=bags,proto3" json:"bags,omitempty"`
-	Index         uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Bags  []*Bag                 `protobuf:"bytes,1,rep,name=bags,proto3" json:"bags,omitempty"`
+	// The raft index of the state the bags were read from.
+	Index uint64 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	// For a stale read: why the member is not ready (it may be behind), or
+	// empty when it is ready.
+	NotReadyReason string `protobuf:"bytes,3,opt,name=not_ready_reason,json=notReadyReason,proto3" json:"not_ready_reason,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GetBagsResponse) Reset() {
@@ -730,6 +734,13 @@ func (x *GetBagsResponse) GetIndex() uint64 {
 		return x.Index
 	}
 	return 0
+}
+
+func (x *GetBagsResponse) GetNotReadyReason() string {
+	if x != nil {
+		return x.NotReadyReason
+	}
+	return ""
 }
 
 type SetBagRequest struct {
@@ -1196,10 +1207,11 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"\brevision\x18\x05 \x01(\x04R\brevision\x1a7\n" +
 	"\tDataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"T\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"~\n" +
 	"\x0fGetBagsResponse\x12+\n" +
 	"\x04bags\x18\x01 \x03(\v2\x17.bagkeeper.admin.v1.BagR\x04bags\x12\x14\n" +
-	"\x05index\x18\x02 \x01(\x04R\x05index\"\xd4\x01\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\x12(\n" +
+	"\x10not_ready_reason\x18\x03 \x01(\tR\x0enotReadyReason\"\xd4\x01\n" +
 	"\rSetBagRequest\x12\x1f\n" +
 	"\vrelation_id\x18\x01 \x01(\x03R\n" +
 	"relationId\x12\x14\n" +

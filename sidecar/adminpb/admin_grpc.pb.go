@@ -39,7 +39,10 @@ type AdminClient interface {
 	// Status describes the cluster as this member sees it, probing every
 	// member for its own view of its indexes.
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
-	// GetBags reads bags from this member's local state.
+	// GetBags reads bags. By default the read is linearizable: it reflects
+	// every write committed before it was asked (the leader confirms it still
+	// leads, and this member's state catches up with the leader's commit
+	// index first). With stale, it reads this member's state as it is.
 	GetBags(ctx context.Context, in *GetBagsRequest, opts ...grpc.CallOption) (*GetBagsResponse, error)
 	// SetBag writes keys of one bag through raft (an operator's repair tool;
 	// charms write with relation-set).
@@ -128,7 +131,10 @@ type AdminServer interface {
 	// Status describes the cluster as this member sees it, probing every
 	// member for its own view of its indexes.
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
-	// GetBags reads bags from this member's local state.
+	// GetBags reads bags. By default the read is linearizable: it reflects
+	// every write committed before it was asked (the leader confirms it still
+	// leads, and this member's state catches up with the leader's commit
+	// index first). With stale, it reads this member's state as it is.
 	GetBags(context.Context, *GetBagsRequest) (*GetBagsResponse, error)
 	// SetBag writes keys of one bag through raft (an operator's repair tool;
 	// charms write with relation-set).

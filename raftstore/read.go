@@ -1,0 +1,95 @@
+package raftstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/bagkeeper/bagkeeper/raftstore/peerpb"
+	"github.com/bagkeeper/bagkeeper/raftstore/state"
+)
+
+// Reads that see every committed write (linearizable reads), as the Raft
+// thesis describes them (section 6.4) and etcd's ReadIndex does them: the
+// leader notes its commit index, confirms with a quorum that it still
+// leads, and hands the index out; the member that answers the read waits
+// until its own state machine has applied that index. No log entry is
+// written. A leader's commit index is only complete once an entry of its
+// own term has committed, so a new leader first waits for a barrier.
+
+// Read returns a state that reflects every write committed before Read was
+// called, from whichever member this is.
+func (n *Node) Read(ctx context.Context) (*state.State, error) {
+	if d, ok := n.Damaged(); ok {
+		return nil, fmt.Errorf("%w: %s", ErrDamaged, d)
+	}
+	index, err := n.ReadIndex(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return n.fsm.WaitIndex(ctx, index)
+}
+
+// ReadIndex returns the leader's confirmed commit index (see Read).
+func (n *Node) ReadIndex(ctx context.Context) (uint64, error) {
+	var index uint64
+	err := n.onLeader(ctx, leaderCall{
+		what: "read index",
+		local: func(ctx context.Context) error {
+			i, err := n.readIndexLocal(ctx)
+			index = i
+			return err
+		},
+		remote: func(ctx context.Context, c peerpb.PeerClient) error {
+			r, err := c.ReadIndex(ctx, &peerpb.ReadIndexRequest{})
+			index = r.GetIndex()
+			return err
+		},
+	})
+	return index, err
+}
+
+// readIndexLocal returns this leader's commit index once it has confirmed
+// that it leads.
+func (n *Node) readIndexLocal(ctx context.Context) (uint64, error) {
+	term := n.raft.CurrentTerm()
+	if n.barrierTerm.Load() != term {
+		timeout := n.attemptTimeout()
+		if dl, ok := ctx.Deadline(); ok {
+			timeout = min(timeout, max(0, time.Until(dl)))
+		}
+		if err := n.raft.Barrier(timeout).Error(); err != nil {
+			return 0, err
+		}
+		n.barrierTerm.Store(term)
+	}
+	index := n.raft.CommitIndex()
+	if err := n.raft.VerifyLeader().Error(); err != nil {
+		return 0, err
+	}
+	if n.raft.CurrentTerm() != term {
+		return 0, errLeaderMoved
+	}
+	return index, nil
+}
+
+func (s *peerServer) ReadIndex(ctx context.Context, req *peerpb.ReadIndexRequest) (*peerpb.ReadIndexResponse, error) {
+	var index uint64
+	err := s.relay(ctx, req.GetHops(), leaderCall{
+		what: "read index",
+		local: func(ctx context.Context) error {
+			i, err := s.n.readIndexLocal(ctx)
+			index = i
+			return err
+		},
+		remote: func(ctx context.Context, c peerpb.PeerClient) error {
+			r, err := c.ReadIndex(ctx, &peerpb.ReadIndexRequest{Hops: req.GetHops() + 1})
+			index = r.GetIndex()
+			return err
+		},
+	})
+	if err != nil {
+		return nil, asStatus(err)
+	}
+	return &peerpb.ReadIndexResponse{Index: index}, nil
+}
