@@ -27,7 +27,28 @@ func (n *Node) Read(ctx context.Context) (*state.State, error) {
 	if err != nil {
 		return nil, err
 	}
-	return n.fsm.WaitIndex(ctx, index)
+	return n.waitCaughtUp(ctx, index)
+}
+
+// waitCaughtUp waits until the state machine has applied every entry up to
+// index that changes it, and returns its state. The index may be that of an
+// entry the state machine never sees (a new leader's no-op, a barrier), so
+// waiting for the state's own index to reach it could take forever.
+func (n *Node) waitCaughtUp(ctx context.Context, index uint64) (*state.State, error) {
+	for {
+		ch := n.fsm.Changed()
+		if n.CaughtUp(index) {
+			// Read after the check: a newer state is as good.
+			return n.fsm.State(), nil
+		}
+		select {
+		case <-ch:
+		case <-time.After(2 * time.Millisecond):
+			// Configuration entries are applied without a new state.
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for this member to apply index %d (at %d): %w", index, n.StateIndex(), ctx.Err())
+		}
+	}
 }
 
 // ReadIndex returns the leader's confirmed commit index (see Read).
