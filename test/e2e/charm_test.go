@@ -750,7 +750,8 @@ func agentActivity(log string) (running int, lastFailed bool) {
 	started := strings.Count(log, `msg="running hook"`)
 	committed := strings.Count(log, `msg="hook committed"`)
 	failed := strings.Count(log, `msg="hook failed; retrying"`)
-	return started - committed - failed, strings.LastIndex(log, `msg="hook failed; retrying"`) > strings.LastIndex(log, `msg="hook committed"`)
+	refused := strings.Count(log, `msg="the hook's changes were refused: this pod no longer holds the unit"`)
+	return started - committed - failed - refused, strings.LastIndex(log, `msg="hook failed; retrying"`) > strings.LastIndex(log, `msg="hook committed"`)
 }
 
 // settle waits until every running pod's unit agent is idle: no hook runs,

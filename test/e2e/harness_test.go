@@ -158,6 +158,7 @@ type pod struct {
 	mu     sync.Mutex
 	proc   *process
 	starts int
+	paused bool
 	logs   []string
 }
 
@@ -316,14 +317,27 @@ func (p *pod) kill() {
 // place in discovery, and answers nothing until resume.
 func (p *pod) pause() {
 	if pr := p.process(); pr != nil {
+		p.mu.Lock()
+		p.paused = true
+		p.mu.Unlock()
 		pr.signal(syscall.SIGSTOP)
 	}
+}
+
+// isPaused reports whether the pod is paused now.
+func (p *pod) isPaused() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.paused
 }
 
 // resume lets a paused pod's process run again (SIGCONT).
 func (p *pod) resume() {
 	if pr := p.process(); pr != nil {
 		pr.signal(syscall.SIGCONT)
+		p.mu.Lock()
+		p.paused = false
+		p.mu.Unlock()
 	}
 }
 
@@ -550,6 +564,17 @@ func (p *pod) status() (*adminpb.StatusResponse, error) {
 	err := p.adminCall(5*time.Second, func(ctx context.Context, c adminpb.AdminClient) error {
 		var err error
 		st, err = c.Status(ctx, &adminpb.StatusRequest{})
+		return err
+	})
+	return st, err
+}
+
+// statusNoProbe is the pod's own view, without asking the other members.
+func (p *pod) statusNoProbe() (*adminpb.StatusResponse, error) {
+	var st *adminpb.StatusResponse
+	err := p.adminCall(5*time.Second, func(ctx context.Context, c adminpb.AdminClient) error {
+		var err error
+		st, err = c.Status(ctx, &adminpb.StatusRequest{SkipProbe: true})
 		return err
 	})
 	return st, err
