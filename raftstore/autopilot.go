@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bagkeeper/bagkeeper/raftstore/peerpb"
 	"github.com/bagkeeper/bagkeeper/raftstore/state"
 	"github.com/hashicorp/raft"
 )
@@ -42,6 +43,7 @@ type healthRecord struct {
 	lastOK       time.Time
 	healthySince time.Time
 	applied      uint64
+	hashes       []*peerpb.StateHash
 }
 
 // healthTracker holds the leader's health records. They are reset each time
@@ -64,7 +66,7 @@ func (h *healthTracker) reset(now time.Time) {
 	h.records = map[raft.ServerID]*healthRecord{}
 }
 
-func (h *healthTracker) ok(id raft.ServerID, now time.Time, applied uint64, unhealthyAfter time.Duration) {
+func (h *healthTracker) ok(id raft.ServerID, now time.Time, applied uint64, hashes []*peerpb.StateHash, unhealthyAfter time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	r := h.records[id]
@@ -77,6 +79,18 @@ func (h *healthTracker) ok(id raft.ServerID, now time.Time, applied uint64, unhe
 	}
 	r.lastOK = now
 	r.applied = applied
+	r.hashes = hashes
+}
+
+// stateHashes returns the state hashes each member reported last.
+func (h *healthTracker) stateHashes() map[raft.ServerID][]*peerpb.StateHash {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make(map[raft.ServerID][]*peerpb.StateHash, len(h.records))
+	for id, r := range h.records {
+		out[id] = r.hashes
+	}
+	return out
 }
 
 // view returns the health of every server in cfg at time now.
@@ -279,6 +293,7 @@ func (n *Node) runLeader(ctx context.Context) {
 			}
 		}
 		n.reconcile(ctx)
+		n.checkStates(ctx)
 	}
 }
 
@@ -319,7 +334,7 @@ func (n *Node) pollHealth(ctx context.Context, cfg raft.Configuration, timeout t
 			if err != nil || info.GetServerId() != string(s.ID) {
 				return
 			}
-			n.health.ok(s.ID, n.cfg.Now(), info.GetAppliedIndex(), n.cfg.Autopilot.UnhealthyAfter)
+			n.health.ok(s.ID, n.cfg.Now(), info.GetAppliedIndex(), info.GetStateHashes(), n.cfg.Autopilot.UnhealthyAfter)
 		}()
 	}
 	wg.Wait()

@@ -117,8 +117,8 @@ func TestHealthViewCountsFromLeadershipStart(t *testing.T) {
 		{ID: "b/1", Address: "b:1", Suffrage: raft.Voter},
 		{ID: "c/1", Address: "c:1", Suffrage: raft.Nonvoter},
 	}}
-	h.ok("b/1", t0.Add(time.Second), 7, 3*time.Second)
-	h.ok("b/1", t0.Add(2*time.Second), 9, 3*time.Second)
+	h.ok("b/1", t0.Add(time.Second), 7, nil, 3*time.Second)
+	h.ok("b/1", t0.Add(2*time.Second), 9, nil, 3*time.Second)
 	v := h.view(cfg, "a/1", 10, t0.Add(4*time.Second), 3*time.Second)
 	if !v[0].Healthy || !v[1].Healthy || v[1].AppliedIndex != 9 || !v[1].Since.Equal(t0.Add(time.Second)) {
 		t.Fatalf("view %+v", v)
@@ -131,7 +131,7 @@ func TestHealthViewCountsFromLeadershipStart(t *testing.T) {
 		t.Fatalf("silent member: %+v", v[1])
 	}
 	// Coming back starts a new healthy streak.
-	h.ok("b/1", t0.Add(11*time.Second), 12, 3*time.Second)
+	h.ok("b/1", t0.Add(11*time.Second), 12, nil, 3*time.Second)
 	v = h.view(cfg, "a/1", 12, t0.Add(11*time.Second), 3*time.Second)
 	if !v[1].Healthy || !v[1].Since.Equal(t0.Add(11*time.Second)) {
 		t.Fatalf("returning member: %+v", v[1])

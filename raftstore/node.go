@@ -75,6 +75,11 @@ type Config struct {
 
 	Autopilot AutopilotConfig
 
+	// StateCheckInterval is how often the leader has every member hash its
+	// state at the same index, to find a member whose state diverged
+	// (default 10 minutes; negative: never).
+	StateCheckInterval time.Duration
+
 	Logger  *slog.Logger
 	Version string
 	// Now is the clock (default time.Now).
@@ -138,6 +143,7 @@ func (c *Config) setDefaults() error {
 	def(&c.LeaderLeaseTimeout, 250*time.Millisecond)
 	def(&c.CommitTimeout, 200*time.Millisecond)
 	def(&c.SnapshotInterval, 30*time.Second)
+	def(&c.StateCheckInterval, 10*time.Minute)
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = 4096
 	}
@@ -201,6 +207,11 @@ type Node struct {
 	observer *raft.Observer
 	session  *clientSession
 	damage   atomic.Pointer[Damage]
+	// hashes are this member's state hashes at recent hash points;
+	// lastHashPoint is when this member, as leader, last proposed one (read
+	// and written by the leader loop only).
+	hashes        *stateHashes
+	lastHashPoint time.Time
 	// barrierTerm is the term in which this member, as leader, last saw a
 	// barrier through: its commit index is complete from then on.
 	barrierTerm atomic.Uint64
@@ -224,10 +235,11 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, dir: dir, id: dir.Identity.ServerID(), book: newAddressBook(), fatalCh: make(chan error, 1), throttle: map[string]time.Time{}, nudgeCh: make(chan struct{}, 1),
-		leaders: newLeaderWatch(), session: newClientSession()}
+		leaders: newLeaderWatch(), session: newClientSession(), hashes: newStateHashes()}
 	n.log = cfg.Logger.With("member", string(n.id))
 	n.fsm = NewFSM(n.fail)
 	n.fsm.onCorrupt = n.markDamaged
+	n.fsm.m.OnHashPoint = n.hashes.point
 	n.fsm.onConfiguration = n.book.mergeConfiguration
 	if l, ok := cfg.RaftLayer.(interface{ SetLocalID(string) }); ok {
 		l.SetLocalID(string(n.id))
@@ -314,7 +326,8 @@ func Open(cfg Config) (*Node, error) {
 		return false
 	})
 	n.raft.RegisterObserver(n.observer)
-	n.wg.Add(5)
+	n.wg.Add(6)
+	go func() { defer n.wg.Done(); n.hashes.run(n.ctx, n.log.Debug) }()
 	go func() { defer n.wg.Done(); n.watchLeader(n.ctx, obs) }()
 	go func() { defer n.wg.Done(); n.runNudger(n.ctx) }()
 	go func() {

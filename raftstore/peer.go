@@ -51,6 +51,7 @@ func (n *Node) info() *peerpb.InfoResponse {
 		Version:       n.cfg.Version,
 
 		BootstrapEligible: n.cfg.BootstrapExpect > 0 && !n.cfg.NoBootstrap,
+		StateHashes:       n.hashes.list(),
 	}
 	switch {
 	case n.IsLeader():

@@ -30,8 +30,8 @@ func (n *Node) Apply(ctx context.Context, cmd *storepb.Command) (*storepb.Result
 	if err := state.CheckVersion(cmd); err != nil {
 		return nil, err
 	}
-	if d, ok := n.Damaged(); ok {
-		return nil, fmt.Errorf("%w: %s", ErrDamaged, d)
+	if err := n.servable(); err != nil {
+		return nil, err
 	}
 	seq := n.session.begin()
 	defer n.session.end(seq)

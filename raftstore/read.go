@@ -20,8 +20,8 @@ import (
 // Read returns a state that reflects every write committed before Read was
 // called, from whichever member this is.
 func (n *Node) Read(ctx context.Context) (*state.State, error) {
-	if d, ok := n.Damaged(); ok {
-		return nil, fmt.Errorf("%w: %s", ErrDamaged, d)
+	if err := n.servable(); err != nil {
+		return nil, err
 	}
 	index, err := n.ReadIndex(ctx)
 	if err != nil {
@@ -113,4 +113,16 @@ func (s *peerServer) ReadIndex(ctx context.Context, req *peerpb.ReadIndexRequest
 		return nil, asStatus(err)
 	}
 	return &peerpb.ReadIndexResponse{Index: index}, nil
+}
+
+// servable refuses calls on a member that must not serve: its store is
+// damaged, or its state diverged.
+func (n *Node) servable() error {
+	if d, ok := n.Damaged(); ok {
+		return fmt.Errorf("%w: %s", ErrDamaged, d)
+	}
+	if why, ok := n.Diverged(); ok {
+		return fmt.Errorf("%w: %s", ErrDiverged, why)
+	}
+	return nil
 }

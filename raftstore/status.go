@@ -32,6 +32,9 @@ type Status struct {
 	Voters, Nonvoters int
 	// Damage is set when the member found its log or state damaged.
 	Damage *Damage
+	// Diverged says why the member's state was found unlike the others',
+	// empty if it was not.
+	Diverged string
 }
 
 // IsLeader reports whether the member led the group at that moment.
@@ -66,5 +69,6 @@ func (n *Node) Status() Status {
 	if d, ok := n.Damaged(); ok {
 		s.Damage = &d
 	}
+	s.Diverged, _ = n.Diverged()
 	return s
 }

@@ -67,6 +67,9 @@ func (a *adminServer) Status(ctx context.Context, req *adminpb.StatusRequest) (*
 		} else if m.Err != nil {
 			pm.Error = status.Convert(m.Err).Message()
 		}
+		if d, ok := st.Diverged(string(m.Server.ID)); ok {
+			pm.Diverged = fmt.Sprintf("at raft index %d: hash %x, most members have %x", d.Index, d.Hash, d.Expected)
+		}
 		resp.Members = append(resp.Members, pm)
 	}
 	for _, u := range st.Units() {
@@ -82,6 +85,9 @@ func (a *adminServer) Status(ctx context.Context, req *adminpb.StatusRequest) (*
 			pu.WorkloadStatus, pu.WorkloadMessage = ws.Status, ws.Message
 		}
 		resp.Units = append(resp.Units, pu)
+	}
+	for _, c := range st.Claimants() {
+		resp.Waiting = append(resp.Waiting, &adminpb.Claimant{Member: c.Member, Pod: c.Pod, SinceUnixNano: c.Since.UnixNano()})
 	}
 	for _, rel := range st.Relations() {
 		resp.Relations = append(resp.Relations, &adminpb.Relation{Id: rel.ID, Key: rel.Key(), Interface: rel.Interface, Peer: rel.Peer, RemoteApp: rel.RemoteApp, RemoteEndpoint: rel.RemoteEndpoint, Bags: int32(len(st.Bags(rel.ID)))})

@@ -42,6 +42,9 @@ func (r *readiness) check(member, unit string, now time.Time) (bool, string) {
 	if st.Damage != nil {
 		return false, st.Damage.String()
 	}
+	if st.Diverged != "" {
+		return false, st.Diverged
+	}
 	if unit == "" {
 		if st.LeaderAddress == "" {
 			return false, "no leader known yet (bootstrapping or looking for the cluster; see the log)"

@@ -63,13 +63,16 @@ var (
 	descUnhealthyMem = prometheus.NewDesc("bagkeeper_members_unhealthy", "Members the leader has not heard from recently (reported by the leader only).", nil, nil)
 	descDamaged      = prometheus.NewDesc("bagkeeper_store_damaged", "1 if this member found a raft log entry or its state damaged (checksum mismatch) and serves nothing.", nil, nil)
 	descDamagedIndex = prometheus.NewDesc("bagkeeper_store_damaged_index", "Raft index of the damaged entry, 0 if none.", nil, nil)
+	descDiverged     = prometheus.NewDesc("bagkeeper_state_diverged", "1 if this member's state was found unlike the other members' at the same raft index; it serves nothing.", nil, nil)
+	// Members recorded as diverged, as every member knows them.
+	descDivergedMembers = prometheus.NewDesc("bagkeeper_members_diverged", "Members whose state was found unlike the others' (recorded in the replicated state).", nil, nil)
 )
 
 // stateCollector reads the sidecar's state at scrape time.
 type stateCollector struct{ s *Sidecar }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRaftState, descApplied, descCommit, descTerm, descMembers, descUnits, descRelations, descReady, descUnhealthyMem, descDamaged, descDamagedIndex} {
+	for _, d := range []*prometheus.Desc{descRaftState, descApplied, descCommit, descTerm, descMembers, descUnits, descRelations, descReady, descUnhealthyMem, descDamaged, descDamagedIndex, descDiverged, descDivergedMembers} {
 		ch <- d
 	}
 }
@@ -95,6 +98,12 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descDamaged, prometheus.GaugeValue, damaged)
 	ch <- prometheus.MustNewConstMetric(descDamagedIndex, prometheus.GaugeValue, damagedIndex)
+	diverged := 0.0
+	if ms.Diverged != "" {
+		diverged = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descDiverged, prometheus.GaugeValue, diverged)
+	ch <- prometheus.MustNewConstMetric(descDivergedMembers, prometheus.GaugeValue, float64(len(n.State().Divergences())))
 	st := n.State()
 	units := map[state.UnitState]int{}
 	for _, u := range st.Units() {

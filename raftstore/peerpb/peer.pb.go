@@ -241,8 +241,11 @@ type InfoResponse struct {
 	// it can only ever join, so a scale-up while the first pods are down
 	// cannot start a second cluster.
 	BootstrapEligible bool `protobuf:"varint,18,opt,name=bootstrap_eligible,json=bootstrapEligible,proto3" json:"bootstrap_eligible,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Hashes of this member's state at the latest hash points it applied
+	// (see the HashState command), oldest first.
+	StateHashes   []*StateHash `protobuf:"bytes,19,rep,name=state_hashes,json=stateHashes,proto3" json:"state_hashes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InfoResponse) Reset() {
@@ -401,6 +404,65 @@ func (x *InfoResponse) GetBootstrapEligible() bool {
 	return false
 }
 
+func (x *InfoResponse) GetStateHashes() []*StateHash {
+	if x != nil {
+		return x.StateHashes
+	}
+	return nil
+}
+
+type StateHash struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Hash          []byte                 `protobuf:"bytes,2,opt,name=hash,proto3" json:"hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StateHash) Reset() {
+	*x = StateHash{}
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StateHash) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StateHash) ProtoMessage() {}
+
+func (x *StateHash) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StateHash.ProtoReflect.Descriptor instead.
+func (*StateHash) Descriptor() ([]byte, []int) {
+	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *StateHash) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *StateHash) GetHash() []byte {
+	if x != nil {
+		return x.Hash
+	}
+	return nil
+}
+
 type JoinRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	ServerId string                 `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
@@ -415,7 +477,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[5]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -427,7 +489,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[5]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -440,7 +502,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{5}
+	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *JoinRequest) GetServerId() string {
@@ -489,7 +551,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[6]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -501,7 +563,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[6]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -514,7 +576,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{6}
+	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *JoinResponse) GetOutcome() string {
@@ -541,7 +603,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[7]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -553,7 +615,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[7]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -566,7 +628,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{7}
+	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *LeaveRequest) GetServerId() string {
@@ -591,7 +653,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[8]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -603,7 +665,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[8]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -616,7 +678,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{8}
+	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{9}
 }
 
 type ApplyRequest struct {
@@ -629,7 +691,7 @@ type ApplyRequest struct {
 
 func (x *ApplyRequest) Reset() {
 	*x = ApplyRequest{}
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[9]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -641,7 +703,7 @@ func (x *ApplyRequest) String() string {
 func (*ApplyRequest) ProtoMessage() {}
 
 func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[9]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -654,7 +716,7 @@ func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRequest.ProtoReflect.Descriptor instead.
 func (*ApplyRequest) Descriptor() ([]byte, []int) {
-	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{9}
+	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ApplyRequest) GetCommand() []byte {
@@ -681,7 +743,7 @@ type ApplyResponse struct {
 
 func (x *ApplyResponse) Reset() {
 	*x = ApplyResponse{}
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[10]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -693,7 +755,7 @@ func (x *ApplyResponse) String() string {
 func (*ApplyResponse) ProtoMessage() {}
 
 func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[10]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -706,7 +768,7 @@ func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyResponse) Descriptor() ([]byte, []int) {
-	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{10}
+	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ApplyResponse) GetResult() []byte {
@@ -729,7 +791,7 @@ const file_raftstore_peerpb_peer_proto_rawDesc = "" +
 	"\x06Server\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1a\n" +
-	"\bsuffrage\x18\x03 \x01(\tR\bsuffrage\"\x88\x05\n" +
+	"\bsuffrage\x18\x03 \x01(\tR\bsuffrage\"\xc9\x05\n" +
 	"\fInfoResponse\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x10\n" +
 	"\x03app\x18\x02 \x01(\tR\x03app\x12\x18\n" +
@@ -751,7 +813,11 @@ const file_raftstore_peerpb_peer_proto_rawDesc = "" +
 	"\x12bootstrap_proposal\x18\x0f \x03(\v2\x19.bagkeeper.peer.v1.ServerR\x11bootstrapProposal\x12?\n" +
 	"\rconfiguration\x18\x10 \x03(\v2\x19.bagkeeper.peer.v1.ServerR\rconfiguration\x12\x18\n" +
 	"\aversion\x18\x11 \x01(\tR\aversion\x12-\n" +
-	"\x12bootstrap_eligible\x18\x12 \x01(\bR\x11bootstrapEligible\"|\n" +
+	"\x12bootstrap_eligible\x18\x12 \x01(\bR\x11bootstrapEligible\x12?\n" +
+	"\fstate_hashes\x18\x13 \x03(\v2\x1c.bagkeeper.peer.v1.StateHashR\vstateHashes\"5\n" +
+	"\tStateHash\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x12\n" +
+	"\x04hash\x18\x02 \x01(\fR\x04hash\"|\n" +
 	"\vJoinRequest\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x10\n" +
@@ -789,38 +855,40 @@ func file_raftstore_peerpb_peer_proto_rawDescGZIP() []byte {
 	return file_raftstore_peerpb_peer_proto_rawDescData
 }
 
-var file_raftstore_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_raftstore_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_raftstore_peerpb_peer_proto_goTypes = []any{
 	(*ReadIndexRequest)(nil),  // 0: bagkeeper.peer.v1.ReadIndexRequest
 	(*ReadIndexResponse)(nil), // 1: bagkeeper.peer.v1.ReadIndexResponse
 	(*InfoRequest)(nil),       // 2: bagkeeper.peer.v1.InfoRequest
 	(*Server)(nil),            // 3: bagkeeper.peer.v1.Server
 	(*InfoResponse)(nil),      // 4: bagkeeper.peer.v1.InfoResponse
-	(*JoinRequest)(nil),       // 5: bagkeeper.peer.v1.JoinRequest
-	(*JoinResponse)(nil),      // 6: bagkeeper.peer.v1.JoinResponse
-	(*LeaveRequest)(nil),      // 7: bagkeeper.peer.v1.LeaveRequest
-	(*LeaveResponse)(nil),     // 8: bagkeeper.peer.v1.LeaveResponse
-	(*ApplyRequest)(nil),      // 9: bagkeeper.peer.v1.ApplyRequest
-	(*ApplyResponse)(nil),     // 10: bagkeeper.peer.v1.ApplyResponse
+	(*StateHash)(nil),         // 5: bagkeeper.peer.v1.StateHash
+	(*JoinRequest)(nil),       // 6: bagkeeper.peer.v1.JoinRequest
+	(*JoinResponse)(nil),      // 7: bagkeeper.peer.v1.JoinResponse
+	(*LeaveRequest)(nil),      // 8: bagkeeper.peer.v1.LeaveRequest
+	(*LeaveResponse)(nil),     // 9: bagkeeper.peer.v1.LeaveResponse
+	(*ApplyRequest)(nil),      // 10: bagkeeper.peer.v1.ApplyRequest
+	(*ApplyResponse)(nil),     // 11: bagkeeper.peer.v1.ApplyResponse
 }
 var file_raftstore_peerpb_peer_proto_depIdxs = []int32{
 	3,  // 0: bagkeeper.peer.v1.InfoResponse.bootstrap_proposal:type_name -> bagkeeper.peer.v1.Server
 	3,  // 1: bagkeeper.peer.v1.InfoResponse.configuration:type_name -> bagkeeper.peer.v1.Server
-	2,  // 2: bagkeeper.peer.v1.Peer.Info:input_type -> bagkeeper.peer.v1.InfoRequest
-	5,  // 3: bagkeeper.peer.v1.Peer.Join:input_type -> bagkeeper.peer.v1.JoinRequest
-	7,  // 4: bagkeeper.peer.v1.Peer.Leave:input_type -> bagkeeper.peer.v1.LeaveRequest
-	9,  // 5: bagkeeper.peer.v1.Peer.Apply:input_type -> bagkeeper.peer.v1.ApplyRequest
-	0,  // 6: bagkeeper.peer.v1.Peer.ReadIndex:input_type -> bagkeeper.peer.v1.ReadIndexRequest
-	4,  // 7: bagkeeper.peer.v1.Peer.Info:output_type -> bagkeeper.peer.v1.InfoResponse
-	6,  // 8: bagkeeper.peer.v1.Peer.Join:output_type -> bagkeeper.peer.v1.JoinResponse
-	8,  // 9: bagkeeper.peer.v1.Peer.Leave:output_type -> bagkeeper.peer.v1.LeaveResponse
-	10, // 10: bagkeeper.peer.v1.Peer.Apply:output_type -> bagkeeper.peer.v1.ApplyResponse
-	1,  // 11: bagkeeper.peer.v1.Peer.ReadIndex:output_type -> bagkeeper.peer.v1.ReadIndexResponse
-	7,  // [7:12] is the sub-list for method output_type
-	2,  // [2:7] is the sub-list for method input_type
-	2,  // [2:2] is the sub-list for extension type_name
-	2,  // [2:2] is the sub-list for extension extendee
-	0,  // [0:2] is the sub-list for field type_name
+	5,  // 2: bagkeeper.peer.v1.InfoResponse.state_hashes:type_name -> bagkeeper.peer.v1.StateHash
+	2,  // 3: bagkeeper.peer.v1.Peer.Info:input_type -> bagkeeper.peer.v1.InfoRequest
+	6,  // 4: bagkeeper.peer.v1.Peer.Join:input_type -> bagkeeper.peer.v1.JoinRequest
+	8,  // 5: bagkeeper.peer.v1.Peer.Leave:input_type -> bagkeeper.peer.v1.LeaveRequest
+	10, // 6: bagkeeper.peer.v1.Peer.Apply:input_type -> bagkeeper.peer.v1.ApplyRequest
+	0,  // 7: bagkeeper.peer.v1.Peer.ReadIndex:input_type -> bagkeeper.peer.v1.ReadIndexRequest
+	4,  // 8: bagkeeper.peer.v1.Peer.Info:output_type -> bagkeeper.peer.v1.InfoResponse
+	7,  // 9: bagkeeper.peer.v1.Peer.Join:output_type -> bagkeeper.peer.v1.JoinResponse
+	9,  // 10: bagkeeper.peer.v1.Peer.Leave:output_type -> bagkeeper.peer.v1.LeaveResponse
+	11, // 11: bagkeeper.peer.v1.Peer.Apply:output_type -> bagkeeper.peer.v1.ApplyResponse
+	1,  // 12: bagkeeper.peer.v1.Peer.ReadIndex:output_type -> bagkeeper.peer.v1.ReadIndexResponse
+	8,  // [8:13] is the sub-list for method output_type
+	3,  // [3:8] is the sub-list for method input_type
+	3,  // [3:3] is the sub-list for extension type_name
+	3,  // [3:3] is the sub-list for extension extendee
+	0,  // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_raftstore_peerpb_peer_proto_init() }
@@ -834,7 +902,7 @@ func file_raftstore_peerpb_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftstore_peerpb_peer_proto_rawDesc), len(file_raftstore_peerpb_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

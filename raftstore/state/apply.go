@@ -45,6 +45,7 @@ type txn struct {
 	statuses  *iradix.Txn[*Status]
 	extras    *iradix.Txn[*UnitExtra]
 	claimants *iradix.Txn[*Claimant]
+	divergent *iradix.Txn[*Divergence]
 }
 
 func newTxn(base *State, index uint64, now time.Time) *txn {
@@ -99,6 +100,13 @@ func (t *txn) statusTxn() *iradix.Txn[*Status] {
 		t.statuses = t.base.statuses.Txn()
 	}
 	return t.statuses
+}
+
+func (t *txn) divergentTxn() *iradix.Txn[*Divergence] {
+	if t.divergent == nil {
+		t.divergent = t.base.divergent.Txn()
+	}
+	return t.divergent
 }
 
 func (t *txn) claimantTxn() *iradix.Txn[*Claimant] {
@@ -200,6 +208,9 @@ func (t *txn) commit() *State {
 	if t.claimants != nil {
 		s.claimants = t.claimants.CommitOnly()
 	}
+	if t.divergent != nil {
+		s.divergent = t.divergent.CommitOnly()
+	}
 	return &s
 }
 
@@ -247,6 +258,13 @@ func (t *txn) applyOp(op *storepb.Op) (*storepb.OpResult, *CommandError) {
 		return t.releaseLease(o.ReleaseLease)
 	case *storepb.Op_ForgetClaimant:
 		return t.forgetClaimant(o.ForgetClaimant)
+	case *storepb.Op_HashState:
+		return &storepb.OpResult{}, nil
+	case *storepb.Op_ReportDivergence:
+		return t.reportDivergence(o.ReportDivergence)
+	case *storepb.Op_ForgetDivergence:
+		t.divergentTxn().Delete([]byte(o.ForgetDivergence.GetMemberId()))
+		return &storepb.OpResult{}, nil
 	}
 	return nil, opErr(storepb.ErrorCode_UNSUPPORTED, "unknown operation (written by a newer bagkeeper?)")
 }
@@ -465,6 +483,18 @@ func (t *txn) claimNumber(o *storepb.ClaimUnit, n int64) (*storepb.OpResult, *Co
 		t.m().nextUnit = n + 1
 	}
 	return &storepb.OpResult{Unit: name}, nil
+}
+
+func (t *txn) reportDivergence(o *storepb.ReportDivergence) (*storepb.OpResult, *CommandError) {
+	if o.GetMemberId() == "" {
+		return nil, opErr(storepb.ErrorCode_INVALID, "a divergence report needs a member id")
+	}
+	if _, ok := t.divergentTxn().Get([]byte(o.GetMemberId())); ok {
+		return &storepb.OpResult{}, nil // the first finding stands
+	}
+	t.divergentTxn().Insert([]byte(o.GetMemberId()), &Divergence{Member: o.GetMemberId(), Index: o.GetIndex(),
+		Hash: bytes.Clone(o.GetHash()), Expected: bytes.Clone(o.GetExpected()), Since: t.now})
+	return &storepb.OpResult{}, nil
 }
 
 func (t *txn) forgetClaimant(o *storepb.ForgetClaimant) (*storepb.OpResult, *CommandError) {

@@ -2,6 +2,7 @@ package state
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"sync"
@@ -26,6 +27,11 @@ const CommandVersion = 2
 // must not be called concurrently with each other.
 type Machine struct {
 	state atomic.Pointer[State]
+
+	// OnHashPoint, if set, is called with the state right after a
+	// HashState command was applied, before the next entry is. It must not
+	// block (hash elsewhere; the State never changes).
+	OnHashPoint func(*State)
 
 	mu      sync.Mutex
 	changed chan struct{} // closed and replaced on every publish
@@ -98,7 +104,29 @@ func (m *Machine) Apply(index uint64, data []byte) (*storepb.Result, error) {
 	}
 	next, res := apply(cur, index, cmd)
 	m.publish(next)
+	if m.OnHashPoint != nil && res.GetErrorCode() == storepb.ErrorCode_OK && isHashPoint(cmd) {
+		m.OnHashPoint(next)
+	}
 	return res, nil
+}
+
+func isHashPoint(cmd *storepb.Command) bool {
+	for _, op := range cmd.GetOps() {
+		if op.GetHashState() != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// HashState returns a SHA-256 of everything s holds: the same state gives
+// the same hash on every member (the snapshot encoding is deterministic).
+func HashState(s *State) ([]byte, error) {
+	h := sha256.New()
+	if err := WriteSnapshot(h, s); err != nil {
+		return nil, err
+	}
+	return h.Sum(nil), nil
 }
 
 // CheckVersion reports whether this build knows cmd's version and every one

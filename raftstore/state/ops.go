@@ -132,3 +132,19 @@ func UpdatePortsOp(unit string, open, close []Port) *storepb.Op {
 func ReleaseLeaseOp(unit string) *storepb.Op {
 	return &storepb.Op{Op: &storepb.Op_ReleaseLease{ReleaseLease: &storepb.ReleaseLease{Unit: unit}}}
 }
+
+// HashStateOp marks a point at which every member hashes its state.
+func HashStateOp() *storepb.Op {
+	return &storepb.Op{Op: &storepb.Op_HashState{HashState: &storepb.HashState{}}}
+}
+
+// ReportDivergenceOp records that member's state hash at index differs
+// from the expected one.
+func ReportDivergenceOp(member string, index uint64, hash, expected []byte) *storepb.Op {
+	return &storepb.Op{Op: &storepb.Op_ReportDivergence{ReportDivergence: &storepb.ReportDivergence{MemberId: member, Index: index, Hash: hash, Expected: expected}}}
+}
+
+// ForgetDivergenceOp drops the record of member's divergence.
+func ForgetDivergenceOp(member string) *storepb.Op {
+	return &storepb.Op{Op: &storepb.Op_ForgetDivergence{ForgetDivergence: &storepb.ForgetDivergence{MemberId: member}}}
+}

@@ -123,6 +123,13 @@ func WriteSnapshot(w io.Writer, s *State) error {
 	if err != nil {
 		return err
 	}
+	walk(s.divergent, func(_ []byte, d *Divergence) bool {
+		err = put(&storepb.SnapshotRecord{Record: &storepb.SnapshotRecord_Divergence{Divergence: &storepb.DivergenceRecord{MemberId: d.Member, Index: d.Index, Hash: d.Hash, Expected: d.Expected, SinceUnixNano: unixNano(d.Since)}}})
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
 	walk(s.claimants, func(_ []byte, c *Claimant) bool {
 		err = put(&storepb.SnapshotRecord{Record: &storepb.SnapshotRecord_Claimant{Claimant: &storepb.ClaimantRecord{MemberId: c.Member, Pod: c.Pod, SinceUnixNano: unixNano(c.Since)}}})
 		return err == nil
@@ -143,6 +150,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	s := newState()
 	rel, bags, units := s.relations.Txn(), s.bags.Txn(), s.units.Txn()
 	charm, cursors, sessions, claimants := s.charm.Txn(), s.cursors.Txn(), s.sessions.Txn(), s.claimants.Txn()
+	divergent := s.divergent.Txn()
 	statuses, extras := s.statuses.Txn(), s.extras.Txn()
 	var n uint64
 	sawHeader := false
@@ -201,6 +209,9 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 				sess.results = append(sess.results, sessionResult{seq: r.GetSequence(), result: enc})
 			}
 			sessions.Insert([]byte(x2.GetClientId()), sess)
+		case *storepb.SnapshotRecord_Divergence:
+			d := x.Divergence
+			divergent.Insert([]byte(d.GetMemberId()), &Divergence{Member: d.GetMemberId(), Index: d.GetIndex(), Hash: d.GetHash(), Expected: d.GetExpected(), Since: fromUnixNano(d.GetSinceUnixNano())})
 		case *storepb.SnapshotRecord_Claimant:
 			c := x.Claimant
 			claimants.Insert([]byte(c.GetMemberId()), &Claimant{Member: c.GetMemberId(), Pod: c.GetPod(), Since: fromUnixNano(c.GetSinceUnixNano())})
@@ -224,6 +235,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			s.relations, s.bags, s.units = rel.CommitOnly(), bags.CommitOnly(), units.CommitOnly()
 			s.charm, s.cursors, s.sessions, s.claimants = charm.CommitOnly(), cursors.CommitOnly(), sessions.CommitOnly(), claimants.CommitOnly()
 			s.statuses, s.extras = statuses.CommitOnly(), extras.CommitOnly()
+			s.divergent = divergent.CommitOnly()
 			return s, nil
 		default:
 			return nil, fmt.Errorf("snapshot record %d is of a kind this bagkeeper does not know (written by a newer version?)", n)

@@ -18,15 +18,16 @@ import (
 type State struct {
 	index     uint64
 	meta      *meta
-	relations *iradix.Tree[*Relation]  // key: relKey(id)
-	bags      *iradix.Tree[*Bag]       // key: relKey(id) + owner
-	units     *iradix.Tree[*Unit]      // key: numKey(number)
-	charm     *iradix.Tree[Settings]   // key: unit name
-	cursors   *iradix.Tree[[]byte]     // key: unit name
-	sessions  *iradix.Tree[*session]   // key: client id
-	claimants *iradix.Tree[*Claimant]  // key: member id
-	statuses  *iradix.Tree[*Status]    // key: owner (unit or application name)
-	extras    *iradix.Tree[*UnitExtra] // key: unit name
+	relations *iradix.Tree[*Relation]   // key: relKey(id)
+	bags      *iradix.Tree[*Bag]        // key: relKey(id) + owner
+	units     *iradix.Tree[*Unit]       // key: numKey(number)
+	charm     *iradix.Tree[Settings]    // key: unit name
+	cursors   *iradix.Tree[[]byte]      // key: unit name
+	sessions  *iradix.Tree[*session]    // key: client id
+	claimants *iradix.Tree[*Claimant]   // key: member id
+	divergent *iradix.Tree[*Divergence] // key: member id
+	statuses  *iradix.Tree[*Status]     // key: owner (unit or application name)
+	extras    *iradix.Tree[*UnitExtra]  // key: unit name
 }
 
 // meta holds the scalar parts of the state. Replaced, never mutated.
@@ -193,6 +194,7 @@ func newState() *State {
 		cursors:   iradix.New[[]byte](),
 		sessions:  iradix.New[*session](),
 		claimants: iradix.New[*Claimant](),
+		divergent: iradix.New[*Divergence](),
 		statuses:  iradix.New[*Status](),
 		extras:    iradix.New[*UnitExtra](),
 	}
@@ -309,6 +311,31 @@ func (s *State) UnitExtra(unit string) UnitExtra {
 		return *e
 	}
 	return UnitExtra{}
+}
+
+// Divergence is a member whose state was found unlike most members' at
+// the same index: its state machine diverged, and it serves nothing.
+type Divergence struct {
+	Member   string
+	Index    uint64
+	Hash     []byte
+	Expected []byte
+	Since    time.Time
+}
+
+// Divergences returns the members found diverged, ordered by member id.
+func (s *State) Divergences() []*Divergence {
+	var out []*Divergence
+	walk(s.divergent, func(_ []byte, d *Divergence) bool {
+		out = append(out, d)
+		return true
+	})
+	return out
+}
+
+// Diverged returns the record of member's divergence, if it was found.
+func (s *State) Diverged(member string) (*Divergence, bool) {
+	return s.divergent.Get([]byte(member))
 }
 
 // Claimants returns the members waiting for a unit, ordered by member id.

@@ -392,6 +392,9 @@ type Op struct {
 	//	*Op_UpdatePorts
 	//	*Op_ReleaseLease
 	//	*Op_ForgetClaimant
+	//	*Op_HashState
+	//	*Op_ReportDivergence
+	//	*Op_ForgetDivergence
 	Op            isOp_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -605,6 +608,33 @@ func (x *Op) GetForgetClaimant() *ForgetClaimant {
 	return nil
 }
 
+func (x *Op) GetHashState() *HashState {
+	if x != nil {
+		if x, ok := x.Op.(*Op_HashState); ok {
+			return x.HashState
+		}
+	}
+	return nil
+}
+
+func (x *Op) GetReportDivergence() *ReportDivergence {
+	if x != nil {
+		if x, ok := x.Op.(*Op_ReportDivergence); ok {
+			return x.ReportDivergence
+		}
+	}
+	return nil
+}
+
+func (x *Op) GetForgetDivergence() *ForgetDivergence {
+	if x != nil {
+		if x, ok := x.Op.(*Op_ForgetDivergence); ok {
+			return x.ForgetDivergence
+		}
+	}
+	return nil
+}
+
 type isOp_Op interface {
 	isOp_Op()
 }
@@ -685,6 +715,18 @@ type Op_ForgetClaimant struct {
 	ForgetClaimant *ForgetClaimant `protobuf:"bytes,19,opt,name=forget_claimant,json=forgetClaimant,proto3,oneof"`
 }
 
+type Op_HashState struct {
+	HashState *HashState `protobuf:"bytes,20,opt,name=hash_state,json=hashState,proto3,oneof"`
+}
+
+type Op_ReportDivergence struct {
+	ReportDivergence *ReportDivergence `protobuf:"bytes,21,opt,name=report_divergence,json=reportDivergence,proto3,oneof"`
+}
+
+type Op_ForgetDivergence struct {
+	ForgetDivergence *ForgetDivergence `protobuf:"bytes,22,opt,name=forget_divergence,json=forgetDivergence,proto3,oneof"`
+}
+
 func (*Op_InitCluster) isOp_Op() {}
 
 func (*Op_EnsureRelation) isOp_Op() {}
@@ -723,6 +765,168 @@ func (*Op_ReleaseLease) isOp_Op() {}
 
 func (*Op_ForgetClaimant) isOp_Op() {}
 
+func (*Op_HashState) isOp_Op() {}
+
+func (*Op_ReportDivergence) isOp_Op() {}
+
+func (*Op_ForgetDivergence) isOp_Op() {}
+
+// HashState changes nothing: every member, having applied it, hashes its
+// state as of this index, so that members can compare their states at the
+// same point (see raftstore/divergence.go).
+type HashState struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HashState) Reset() {
+	*x = HashState{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HashState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HashState) ProtoMessage() {}
+
+func (x *HashState) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HashState.ProtoReflect.Descriptor instead.
+func (*HashState) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{4}
+}
+
+// ReportDivergence records that a member's state hash at index differs
+// from the one most members have: its state machine diverged, and it must
+// not serve.
+type ReportDivergence struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MemberId      string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	Index         uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	Hash          []byte                 `protobuf:"bytes,3,opt,name=hash,proto3" json:"hash,omitempty"`
+	Expected      []byte                 `protobuf:"bytes,4,opt,name=expected,proto3" json:"expected,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportDivergence) Reset() {
+	*x = ReportDivergence{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportDivergence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportDivergence) ProtoMessage() {}
+
+func (x *ReportDivergence) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportDivergence.ProtoReflect.Descriptor instead.
+func (*ReportDivergence) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ReportDivergence) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *ReportDivergence) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *ReportDivergence) GetHash() []byte {
+	if x != nil {
+		return x.Hash
+	}
+	return nil
+}
+
+func (x *ReportDivergence) GetExpected() []byte {
+	if x != nil {
+		return x.Expected
+	}
+	return nil
+}
+
+// ForgetDivergence drops the record of a member's divergence (the member
+// is gone from the group).
+type ForgetDivergence struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MemberId      string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForgetDivergence) Reset() {
+	*x = ForgetDivergence{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForgetDivergence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForgetDivergence) ProtoMessage() {}
+
+func (x *ForgetDivergence) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForgetDivergence.ProtoReflect.Descriptor instead.
+func (*ForgetDivergence) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ForgetDivergence) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
 // ForgetClaimant drops a waiting claimant (its member is gone).
 type ForgetClaimant struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -733,7 +937,7 @@ type ForgetClaimant struct {
 
 func (x *ForgetClaimant) Reset() {
 	*x = ForgetClaimant{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[4]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -745,7 +949,7 @@ func (x *ForgetClaimant) String() string {
 func (*ForgetClaimant) ProtoMessage() {}
 
 func (x *ForgetClaimant) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[4]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -758,7 +962,7 @@ func (x *ForgetClaimant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetClaimant.ProtoReflect.Descriptor instead.
 func (*ForgetClaimant) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{4}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ForgetClaimant) GetMemberId() string {
@@ -780,7 +984,7 @@ type InitCluster struct {
 
 func (x *InitCluster) Reset() {
 	*x = InitCluster{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[5]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -792,7 +996,7 @@ func (x *InitCluster) String() string {
 func (*InitCluster) ProtoMessage() {}
 
 func (x *InitCluster) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[5]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -805,7 +1009,7 @@ func (x *InitCluster) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitCluster.ProtoReflect.Descriptor instead.
 func (*InitCluster) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{5}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *InitCluster) GetApp() string {
@@ -838,7 +1042,7 @@ type EnsureRelation struct {
 
 func (x *EnsureRelation) Reset() {
 	*x = EnsureRelation{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[6]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -850,7 +1054,7 @@ func (x *EnsureRelation) String() string {
 func (*EnsureRelation) ProtoMessage() {}
 
 func (x *EnsureRelation) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[6]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -863,7 +1067,7 @@ func (x *EnsureRelation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnsureRelation.ProtoReflect.Descriptor instead.
 func (*EnsureRelation) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{6}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *EnsureRelation) GetEndpoint() string {
@@ -911,7 +1115,7 @@ type RemoveRelation struct {
 
 func (x *RemoveRelation) Reset() {
 	*x = RemoveRelation{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[7]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -923,7 +1127,7 @@ func (x *RemoveRelation) String() string {
 func (*RemoveRelation) ProtoMessage() {}
 
 func (x *RemoveRelation) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[7]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -936,7 +1140,7 @@ func (x *RemoveRelation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRelation.ProtoReflect.Descriptor instead.
 func (*RemoveRelation) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{7}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RemoveRelation) GetRelationId() int64 {
@@ -962,7 +1166,7 @@ type UpdateBag struct {
 
 func (x *UpdateBag) Reset() {
 	*x = UpdateBag{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[8]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -974,7 +1178,7 @@ func (x *UpdateBag) String() string {
 func (*UpdateBag) ProtoMessage() {}
 
 func (x *UpdateBag) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[8]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -987,7 +1191,7 @@ func (x *UpdateBag) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBag.ProtoReflect.Descriptor instead.
 func (*UpdateBag) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{8}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *UpdateBag) GetRelationId() int64 {
@@ -1031,7 +1235,7 @@ type CheckBag struct {
 
 func (x *CheckBag) Reset() {
 	*x = CheckBag{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[9]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1043,7 +1247,7 @@ func (x *CheckBag) String() string {
 func (*CheckBag) ProtoMessage() {}
 
 func (x *CheckBag) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[9]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1056,7 +1260,7 @@ func (x *CheckBag) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckBag.ProtoReflect.Descriptor instead.
 func (*CheckBag) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{9}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CheckBag) GetRelationId() int64 {
@@ -1103,7 +1307,7 @@ type ClaimUnit struct {
 
 func (x *ClaimUnit) Reset() {
 	*x = ClaimUnit{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[10]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1115,7 +1319,7 @@ func (x *ClaimUnit) String() string {
 func (*ClaimUnit) ProtoMessage() {}
 
 func (x *ClaimUnit) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[10]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1128,7 +1332,7 @@ func (x *ClaimUnit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimUnit.ProtoReflect.Descriptor instead.
 func (*ClaimUnit) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{10}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ClaimUnit) GetMemberId() string {
@@ -1172,7 +1376,7 @@ type ReleaseUnit struct {
 
 func (x *ReleaseUnit) Reset() {
 	*x = ReleaseUnit{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[11]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1184,7 +1388,7 @@ func (x *ReleaseUnit) String() string {
 func (*ReleaseUnit) ProtoMessage() {}
 
 func (x *ReleaseUnit) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[11]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1197,7 +1401,7 @@ func (x *ReleaseUnit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseUnit.ProtoReflect.Descriptor instead.
 func (*ReleaseUnit) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{11}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReleaseUnit) GetUnit() string {
@@ -1235,7 +1439,7 @@ type RemoveUnit struct {
 
 func (x *RemoveUnit) Reset() {
 	*x = RemoveUnit{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[12]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1247,7 +1451,7 @@ func (x *RemoveUnit) String() string {
 func (*RemoveUnit) ProtoMessage() {}
 
 func (x *RemoveUnit) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[12]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1260,7 +1464,7 @@ func (x *RemoveUnit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveUnit.ProtoReflect.Descriptor instead.
 func (*RemoveUnit) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{12}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RemoveUnit) GetUnit() string {
@@ -1296,7 +1500,7 @@ type UpdateCharmState struct {
 
 func (x *UpdateCharmState) Reset() {
 	*x = UpdateCharmState{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[13]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1308,7 +1512,7 @@ func (x *UpdateCharmState) String() string {
 func (*UpdateCharmState) ProtoMessage() {}
 
 func (x *UpdateCharmState) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[13]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1321,7 +1525,7 @@ func (x *UpdateCharmState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateCharmState.ProtoReflect.Descriptor instead.
 func (*UpdateCharmState) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{13}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *UpdateCharmState) GetUnit() string {
@@ -1356,7 +1560,7 @@ type UpdateLeaderSettings struct {
 
 func (x *UpdateLeaderSettings) Reset() {
 	*x = UpdateLeaderSettings{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[14]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1368,7 +1572,7 @@ func (x *UpdateLeaderSettings) String() string {
 func (*UpdateLeaderSettings) ProtoMessage() {}
 
 func (x *UpdateLeaderSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[14]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1381,7 +1585,7 @@ func (x *UpdateLeaderSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateLeaderSettings.ProtoReflect.Descriptor instead.
 func (*UpdateLeaderSettings) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{14}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *UpdateLeaderSettings) GetSet() map[string]string {
@@ -1412,7 +1616,7 @@ type ClaimLease struct {
 
 func (x *ClaimLease) Reset() {
 	*x = ClaimLease{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[15]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1424,7 +1628,7 @@ func (x *ClaimLease) String() string {
 func (*ClaimLease) ProtoMessage() {}
 
 func (x *ClaimLease) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[15]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1437,7 +1641,7 @@ func (x *ClaimLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimLease.ProtoReflect.Descriptor instead.
 func (*ClaimLease) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{15}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ClaimLease) GetUnit() string {
@@ -1472,7 +1676,7 @@ type CheckLease struct {
 
 func (x *CheckLease) Reset() {
 	*x = CheckLease{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[16]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1484,7 +1688,7 @@ func (x *CheckLease) String() string {
 func (*CheckLease) ProtoMessage() {}
 
 func (x *CheckLease) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[16]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1497,7 +1701,7 @@ func (x *CheckLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckLease.ProtoReflect.Descriptor instead.
 func (*CheckLease) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{16}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CheckLease) GetUnit() string {
@@ -1524,7 +1728,7 @@ type SetCursor struct {
 
 func (x *SetCursor) Reset() {
 	*x = SetCursor{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[17]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1740,7 @@ func (x *SetCursor) String() string {
 func (*SetCursor) ProtoMessage() {}
 
 func (x *SetCursor) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[17]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1753,7 @@ func (x *SetCursor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCursor.ProtoReflect.Descriptor instead.
 func (*SetCursor) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{17}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SetCursor) GetUnit() string {
@@ -1595,7 +1799,7 @@ type SetStatus struct {
 
 func (x *SetStatus) Reset() {
 	*x = SetStatus{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[18]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1607,7 +1811,7 @@ func (x *SetStatus) String() string {
 func (*SetStatus) ProtoMessage() {}
 
 func (x *SetStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[18]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1620,7 +1824,7 @@ func (x *SetStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetStatus.ProtoReflect.Descriptor instead.
 func (*SetStatus) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{18}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SetStatus) GetOwner() string {
@@ -1664,7 +1868,7 @@ type SetHookError struct {
 
 func (x *SetHookError) Reset() {
 	*x = SetHookError{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[19]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1676,7 +1880,7 @@ func (x *SetHookError) String() string {
 func (*SetHookError) ProtoMessage() {}
 
 func (x *SetHookError) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[19]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1689,7 +1893,7 @@ func (x *SetHookError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetHookError.ProtoReflect.Descriptor instead.
 func (*SetHookError) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{19}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SetHookError) GetUnit() string {
@@ -1725,7 +1929,7 @@ type SetWorkloadVersion struct {
 
 func (x *SetWorkloadVersion) Reset() {
 	*x = SetWorkloadVersion{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[20]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1737,7 +1941,7 @@ func (x *SetWorkloadVersion) String() string {
 func (*SetWorkloadVersion) ProtoMessage() {}
 
 func (x *SetWorkloadVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[20]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1750,7 +1954,7 @@ func (x *SetWorkloadVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetWorkloadVersion.ProtoReflect.Descriptor instead.
 func (*SetWorkloadVersion) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{20}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SetWorkloadVersion) GetUnit() string {
@@ -1781,7 +1985,7 @@ type Port struct {
 
 func (x *Port) Reset() {
 	*x = Port{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[21]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1793,7 +1997,7 @@ func (x *Port) String() string {
 func (*Port) ProtoMessage() {}
 
 func (x *Port) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[21]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1806,7 +2010,7 @@ func (x *Port) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Port.ProtoReflect.Descriptor instead.
 func (*Port) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{21}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Port) GetEndpoint() string {
@@ -1849,7 +2053,7 @@ type UpdatePorts struct {
 
 func (x *UpdatePorts) Reset() {
 	*x = UpdatePorts{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[22]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1861,7 +2065,7 @@ func (x *UpdatePorts) String() string {
 func (*UpdatePorts) ProtoMessage() {}
 
 func (x *UpdatePorts) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[22]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1874,7 +2078,7 @@ func (x *UpdatePorts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePorts.ProtoReflect.Descriptor instead.
 func (*UpdatePorts) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{22}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *UpdatePorts) GetUnit() string {
@@ -1909,7 +2113,7 @@ type ReleaseLease struct {
 
 func (x *ReleaseLease) Reset() {
 	*x = ReleaseLease{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[23]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1921,7 +2125,7 @@ func (x *ReleaseLease) String() string {
 func (*ReleaseLease) ProtoMessage() {}
 
 func (x *ReleaseLease) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[23]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1934,7 +2138,7 @@ func (x *ReleaseLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLease.ProtoReflect.Descriptor instead.
 func (*ReleaseLease) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{23}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReleaseLease) GetUnit() string {
@@ -1962,7 +2166,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[24]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1974,7 +2178,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[24]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1987,7 +2191,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{24}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Result) GetErrorCode() ErrorCode {
@@ -2037,7 +2241,7 @@ type OpResult struct {
 
 func (x *OpResult) Reset() {
 	*x = OpResult{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[25]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2049,7 +2253,7 @@ func (x *OpResult) String() string {
 func (*OpResult) ProtoMessage() {}
 
 func (x *OpResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[25]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2062,7 +2266,7 @@ func (x *OpResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpResult.ProtoReflect.Descriptor instead.
 func (*OpResult) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{25}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *OpResult) GetUnit() string {
@@ -2103,6 +2307,7 @@ type SnapshotRecord struct {
 	//	*SnapshotRecord_UnitExtra
 	//	*SnapshotRecord_Session
 	//	*SnapshotRecord_Claimant
+	//	*SnapshotRecord_Divergence
 	Record        isSnapshotRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2110,7 +2315,7 @@ type SnapshotRecord struct {
 
 func (x *SnapshotRecord) Reset() {
 	*x = SnapshotRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[26]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2122,7 +2327,7 @@ func (x *SnapshotRecord) String() string {
 func (*SnapshotRecord) ProtoMessage() {}
 
 func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[26]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2135,7 +2340,7 @@ func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRecord.ProtoReflect.Descriptor instead.
 func (*SnapshotRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{26}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SnapshotRecord) GetRecord() isSnapshotRecord_Record {
@@ -2244,6 +2449,15 @@ func (x *SnapshotRecord) GetClaimant() *ClaimantRecord {
 	return nil
 }
 
+func (x *SnapshotRecord) GetDivergence() *DivergenceRecord {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_Divergence); ok {
+			return x.Divergence
+		}
+	}
+	return nil
+}
+
 type isSnapshotRecord_Record interface {
 	isSnapshotRecord_Record()
 }
@@ -2292,6 +2506,10 @@ type SnapshotRecord_Claimant struct {
 	Claimant *ClaimantRecord `protobuf:"bytes,12,opt,name=claimant,proto3,oneof"`
 }
 
+type SnapshotRecord_Divergence struct {
+	Divergence *DivergenceRecord `protobuf:"bytes,13,opt,name=divergence,proto3,oneof"`
+}
+
 func (*SnapshotRecord_Header) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Relation) isSnapshotRecord_Record() {}
@@ -2314,6 +2532,85 @@ func (*SnapshotRecord_Session) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Claimant) isSnapshotRecord_Record() {}
 
+func (*SnapshotRecord_Divergence) isSnapshotRecord_Record() {}
+
+// DivergenceRecord is a member found with a state unlike the others'.
+type DivergenceRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MemberId      string                 `protobuf:"bytes,1,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	Index         uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	Hash          []byte                 `protobuf:"bytes,3,opt,name=hash,proto3" json:"hash,omitempty"`
+	Expected      []byte                 `protobuf:"bytes,4,opt,name=expected,proto3" json:"expected,omitempty"`
+	SinceUnixNano int64                  `protobuf:"varint,5,opt,name=since_unix_nano,json=sinceUnixNano,proto3" json:"since_unix_nano,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DivergenceRecord) Reset() {
+	*x = DivergenceRecord{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DivergenceRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DivergenceRecord) ProtoMessage() {}
+
+func (x *DivergenceRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DivergenceRecord.ProtoReflect.Descriptor instead.
+func (*DivergenceRecord) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *DivergenceRecord) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *DivergenceRecord) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *DivergenceRecord) GetHash() []byte {
+	if x != nil {
+		return x.Hash
+	}
+	return nil
+}
+
+func (x *DivergenceRecord) GetExpected() []byte {
+	if x != nil {
+		return x.Expected
+	}
+	return nil
+}
+
+func (x *DivergenceRecord) GetSinceUnixNano() int64 {
+	if x != nil {
+		return x.SinceUnixNano
+	}
+	return 0
+}
+
 // SessionRecord is one client's session: the results it may still ask for.
 type SessionRecord struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
@@ -2327,7 +2624,7 @@ type SessionRecord struct {
 
 func (x *SessionRecord) Reset() {
 	*x = SessionRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[27]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2339,7 +2636,7 @@ func (x *SessionRecord) String() string {
 func (*SessionRecord) ProtoMessage() {}
 
 func (x *SessionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[27]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2352,7 +2649,7 @@ func (x *SessionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRecord.ProtoReflect.Descriptor instead.
 func (*SessionRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{27}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SessionRecord) GetClientId() string {
@@ -2393,7 +2690,7 @@ type SessionResult struct {
 
 func (x *SessionResult) Reset() {
 	*x = SessionResult{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[28]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2405,7 +2702,7 @@ func (x *SessionResult) String() string {
 func (*SessionResult) ProtoMessage() {}
 
 func (x *SessionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[28]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2418,7 +2715,7 @@ func (x *SessionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResult.ProtoReflect.Descriptor instead.
 func (*SessionResult) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{28}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SessionResult) GetSequence() uint64 {
@@ -2447,7 +2744,7 @@ type ClaimantRecord struct {
 
 func (x *ClaimantRecord) Reset() {
 	*x = ClaimantRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[29]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2459,7 +2756,7 @@ func (x *ClaimantRecord) String() string {
 func (*ClaimantRecord) ProtoMessage() {}
 
 func (x *ClaimantRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[29]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2472,7 +2769,7 @@ func (x *ClaimantRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimantRecord.ProtoReflect.Descriptor instead.
 func (*ClaimantRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{29}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ClaimantRecord) GetMemberId() string {
@@ -2509,7 +2806,7 @@ type StatusRecord struct {
 
 func (x *StatusRecord) Reset() {
 	*x = StatusRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[30]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2521,7 +2818,7 @@ func (x *StatusRecord) String() string {
 func (*StatusRecord) ProtoMessage() {}
 
 func (x *StatusRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[30]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2534,7 +2831,7 @@ func (x *StatusRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRecord.ProtoReflect.Descriptor instead.
 func (*StatusRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{30}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *StatusRecord) GetOwner() string {
@@ -2587,7 +2884,7 @@ type UnitExtraRecord struct {
 
 func (x *UnitExtraRecord) Reset() {
 	*x = UnitExtraRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[31]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2599,7 +2896,7 @@ func (x *UnitExtraRecord) String() string {
 func (*UnitExtraRecord) ProtoMessage() {}
 
 func (x *UnitExtraRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[31]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2612,7 +2909,7 @@ func (x *UnitExtraRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnitExtraRecord.ProtoReflect.Descriptor instead.
 func (*UnitExtraRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{31}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *UnitExtraRecord) GetUnit() string {
@@ -2676,7 +2973,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[32]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2688,7 +2985,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[32]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2701,7 +2998,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{32}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SnapshotHeader) GetVersion() uint32 {
@@ -2785,7 +3082,7 @@ type SnapshotEnd struct {
 
 func (x *SnapshotEnd) Reset() {
 	*x = SnapshotEnd{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[33]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2797,7 +3094,7 @@ func (x *SnapshotEnd) String() string {
 func (*SnapshotEnd) ProtoMessage() {}
 
 func (x *SnapshotEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[33]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2810,7 +3107,7 @@ func (x *SnapshotEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotEnd.ProtoReflect.Descriptor instead.
 func (*SnapshotEnd) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{33}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SnapshotEnd) GetRecords() uint64 {
@@ -2840,7 +3137,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[34]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2852,7 +3149,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[34]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2865,7 +3162,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{34}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Lease) GetUnit() string {
@@ -2918,7 +3215,7 @@ type RelationRecord struct {
 
 func (x *RelationRecord) Reset() {
 	*x = RelationRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[35]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2930,7 +3227,7 @@ func (x *RelationRecord) String() string {
 func (*RelationRecord) ProtoMessage() {}
 
 func (x *RelationRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[35]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2943,7 +3240,7 @@ func (x *RelationRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelationRecord.ProtoReflect.Descriptor instead.
 func (*RelationRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{35}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RelationRecord) GetId() int64 {
@@ -3008,7 +3305,7 @@ type BagRecord struct {
 
 func (x *BagRecord) Reset() {
 	*x = BagRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[36]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3020,7 +3317,7 @@ func (x *BagRecord) String() string {
 func (*BagRecord) ProtoMessage() {}
 
 func (x *BagRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[36]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3033,7 +3330,7 @@ func (x *BagRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BagRecord.ProtoReflect.Descriptor instead.
 func (*BagRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{36}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *BagRecord) GetRelationId() int64 {
@@ -3093,7 +3390,7 @@ type UnitRecord struct {
 
 func (x *UnitRecord) Reset() {
 	*x = UnitRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[37]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3105,7 +3402,7 @@ func (x *UnitRecord) String() string {
 func (*UnitRecord) ProtoMessage() {}
 
 func (x *UnitRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[37]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3118,7 +3415,7 @@ func (x *UnitRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnitRecord.ProtoReflect.Descriptor instead.
 func (*UnitRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{37}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *UnitRecord) GetName() string {
@@ -3215,7 +3512,7 @@ type CharmStateRecord struct {
 
 func (x *CharmStateRecord) Reset() {
 	*x = CharmStateRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[38]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3227,7 +3524,7 @@ func (x *CharmStateRecord) String() string {
 func (*CharmStateRecord) ProtoMessage() {}
 
 func (x *CharmStateRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[38]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3240,7 +3537,7 @@ func (x *CharmStateRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CharmStateRecord.ProtoReflect.Descriptor instead.
 func (*CharmStateRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{38}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CharmStateRecord) GetUnit() string {
@@ -3267,7 +3564,7 @@ type CursorRecord struct {
 
 func (x *CursorRecord) Reset() {
 	*x = CursorRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[39]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3279,7 +3576,7 @@ func (x *CursorRecord) String() string {
 func (*CursorRecord) ProtoMessage() {}
 
 func (x *CursorRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[39]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3292,7 +3589,7 @@ func (x *CursorRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CursorRecord.ProtoReflect.Descriptor instead.
 func (*CursorRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{39}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CursorRecord) GetUnit() string {
@@ -3328,8 +3625,7 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\x05Fence\x12\x12\n" +
 	"\x04unit\x18\x01 \x01(\tR\x04unit\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x14\n" +
-	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"\xf6\n" +
-	"\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"\xe0\f\n" +
 	"\x02Op\x12D\n" +
 	"\finit_cluster\x18\x01 \x01(\v2\x1f.bagkeeper.store.v1.InitClusterH\x00R\vinitCluster\x12M\n" +
 	"\x0fensure_relation\x18\x02 \x01(\v2\".bagkeeper.store.v1.EnsureRelationH\x00R\x0eensureRelation\x12M\n" +
@@ -3357,8 +3653,20 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\x14set_workload_version\x18\x10 \x01(\v2&.bagkeeper.store.v1.SetWorkloadVersionH\x00R\x12setWorkloadVersion\x12D\n" +
 	"\fupdate_ports\x18\x11 \x01(\v2\x1f.bagkeeper.store.v1.UpdatePortsH\x00R\vupdatePorts\x12G\n" +
 	"\rrelease_lease\x18\x12 \x01(\v2 .bagkeeper.store.v1.ReleaseLeaseH\x00R\freleaseLease\x12M\n" +
-	"\x0fforget_claimant\x18\x13 \x01(\v2\".bagkeeper.store.v1.ForgetClaimantH\x00R\x0eforgetClaimantB\x04\n" +
-	"\x02op\"-\n" +
+	"\x0fforget_claimant\x18\x13 \x01(\v2\".bagkeeper.store.v1.ForgetClaimantH\x00R\x0eforgetClaimant\x12>\n" +
+	"\n" +
+	"hash_state\x18\x14 \x01(\v2\x1d.bagkeeper.store.v1.HashStateH\x00R\thashState\x12S\n" +
+	"\x11report_divergence\x18\x15 \x01(\v2$.bagkeeper.store.v1.ReportDivergenceH\x00R\x10reportDivergence\x12S\n" +
+	"\x11forget_divergence\x18\x16 \x01(\v2$.bagkeeper.store.v1.ForgetDivergenceH\x00R\x10forgetDivergenceB\x04\n" +
+	"\x02op\"\v\n" +
+	"\tHashState\"u\n" +
+	"\x10ReportDivergence\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x12\n" +
+	"\x04hash\x18\x03 \x01(\fR\x04hash\x12\x1a\n" +
+	"\bexpected\x18\x04 \x01(\fR\bexpected\"/\n" +
+	"\x10ForgetDivergence\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\tR\bmemberId\"-\n" +
 	"\x0eForgetClaimant\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\">\n" +
 	"\vInitCluster\x12\x10\n" +
@@ -3463,7 +3771,7 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\x04unit\x18\x01 \x01(\tR\x04unit\x12\x1f\n" +
 	"\vrelation_id\x18\x02 \x01(\x03R\n" +
 	"relationId\x12\x18\n" +
-	"\awaiting\x18\x03 \x01(\bR\awaiting\"\xc6\x05\n" +
+	"\awaiting\x18\x03 \x01(\bR\awaiting\"\x8e\x06\n" +
 	"\x0eSnapshotRecord\x12<\n" +
 	"\x06header\x18\x01 \x01(\v2\".bagkeeper.store.v1.SnapshotHeaderH\x00R\x06header\x12@\n" +
 	"\brelation\x18\x02 \x01(\v2\".bagkeeper.store.v1.RelationRecordH\x00R\brelation\x121\n" +
@@ -3478,8 +3786,17 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"unit_extra\x18\n" +
 	" \x01(\v2#.bagkeeper.store.v1.UnitExtraRecordH\x00R\tunitExtra\x12=\n" +
 	"\asession\x18\v \x01(\v2!.bagkeeper.store.v1.SessionRecordH\x00R\asession\x12@\n" +
-	"\bclaimant\x18\f \x01(\v2\".bagkeeper.store.v1.ClaimantRecordH\x00R\bclaimantB\b\n" +
-	"\x06recordJ\x04\b\a\x10\b\"\xc3\x01\n" +
+	"\bclaimant\x18\f \x01(\v2\".bagkeeper.store.v1.ClaimantRecordH\x00R\bclaimant\x12F\n" +
+	"\n" +
+	"divergence\x18\r \x01(\v2$.bagkeeper.store.v1.DivergenceRecordH\x00R\n" +
+	"divergenceB\b\n" +
+	"\x06recordJ\x04\b\a\x10\b\"\x9d\x01\n" +
+	"\x10DivergenceRecord\x12\x1b\n" +
+	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x12\n" +
+	"\x04hash\x18\x03 \x01(\fR\x04hash\x12\x1a\n" +
+	"\bexpected\x18\x04 \x01(\fR\bexpected\x12&\n" +
+	"\x0fsince_unix_nano\x18\x05 \x01(\x03R\rsinceUnixNano\"\xc3\x01\n" +
 	"\rSessionRecord\x12\x1b\n" +
 	"\tclient_id\x18\x01 \x01(\tR\bclientId\x121\n" +
 	"\x15last_active_unix_nano\x18\x02 \x01(\x03R\x12lastActiveUnixNano\x12%\n" +
@@ -3607,7 +3924,7 @@ func file_raftstore_storepb_store_proto_rawDescGZIP() []byte {
 }
 
 var file_raftstore_storepb_store_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_raftstore_storepb_store_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_raftstore_storepb_store_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_raftstore_storepb_store_proto_goTypes = []any{
 	(ErrorCode)(0),               // 0: bagkeeper.store.v1.ErrorCode
 	(UnitState)(0),               // 1: bagkeeper.store.v1.UnitState
@@ -3615,103 +3932,111 @@ var file_raftstore_storepb_store_proto_goTypes = []any{
 	(*ClientRequest)(nil),        // 3: bagkeeper.store.v1.ClientRequest
 	(*Fence)(nil),                // 4: bagkeeper.store.v1.Fence
 	(*Op)(nil),                   // 5: bagkeeper.store.v1.Op
-	(*ForgetClaimant)(nil),       // 6: bagkeeper.store.v1.ForgetClaimant
-	(*InitCluster)(nil),          // 7: bagkeeper.store.v1.InitCluster
-	(*EnsureRelation)(nil),       // 8: bagkeeper.store.v1.EnsureRelation
-	(*RemoveRelation)(nil),       // 9: bagkeeper.store.v1.RemoveRelation
-	(*UpdateBag)(nil),            // 10: bagkeeper.store.v1.UpdateBag
-	(*CheckBag)(nil),             // 11: bagkeeper.store.v1.CheckBag
-	(*ClaimUnit)(nil),            // 12: bagkeeper.store.v1.ClaimUnit
-	(*ReleaseUnit)(nil),          // 13: bagkeeper.store.v1.ReleaseUnit
-	(*RemoveUnit)(nil),           // 14: bagkeeper.store.v1.RemoveUnit
-	(*UpdateCharmState)(nil),     // 15: bagkeeper.store.v1.UpdateCharmState
-	(*UpdateLeaderSettings)(nil), // 16: bagkeeper.store.v1.UpdateLeaderSettings
-	(*ClaimLease)(nil),           // 17: bagkeeper.store.v1.ClaimLease
-	(*CheckLease)(nil),           // 18: bagkeeper.store.v1.CheckLease
-	(*SetCursor)(nil),            // 19: bagkeeper.store.v1.SetCursor
-	(*SetStatus)(nil),            // 20: bagkeeper.store.v1.SetStatus
-	(*SetHookError)(nil),         // 21: bagkeeper.store.v1.SetHookError
-	(*SetWorkloadVersion)(nil),   // 22: bagkeeper.store.v1.SetWorkloadVersion
-	(*Port)(nil),                 // 23: bagkeeper.store.v1.Port
-	(*UpdatePorts)(nil),          // 24: bagkeeper.store.v1.UpdatePorts
-	(*ReleaseLease)(nil),         // 25: bagkeeper.store.v1.ReleaseLease
-	(*Result)(nil),               // 26: bagkeeper.store.v1.Result
-	(*OpResult)(nil),             // 27: bagkeeper.store.v1.OpResult
-	(*SnapshotRecord)(nil),       // 28: bagkeeper.store.v1.SnapshotRecord
-	(*SessionRecord)(nil),        // 29: bagkeeper.store.v1.SessionRecord
-	(*SessionResult)(nil),        // 30: bagkeeper.store.v1.SessionResult
-	(*ClaimantRecord)(nil),       // 31: bagkeeper.store.v1.ClaimantRecord
-	(*StatusRecord)(nil),         // 32: bagkeeper.store.v1.StatusRecord
-	(*UnitExtraRecord)(nil),      // 33: bagkeeper.store.v1.UnitExtraRecord
-	(*SnapshotHeader)(nil),       // 34: bagkeeper.store.v1.SnapshotHeader
-	(*SnapshotEnd)(nil),          // 35: bagkeeper.store.v1.SnapshotEnd
-	(*Lease)(nil),                // 36: bagkeeper.store.v1.Lease
-	(*RelationRecord)(nil),       // 37: bagkeeper.store.v1.RelationRecord
-	(*BagRecord)(nil),            // 38: bagkeeper.store.v1.BagRecord
-	(*UnitRecord)(nil),           // 39: bagkeeper.store.v1.UnitRecord
-	(*CharmStateRecord)(nil),     // 40: bagkeeper.store.v1.CharmStateRecord
-	(*CursorRecord)(nil),         // 41: bagkeeper.store.v1.CursorRecord
-	nil,                          // 42: bagkeeper.store.v1.UpdateBag.SetEntry
-	nil,                          // 43: bagkeeper.store.v1.UpdateCharmState.SetEntry
-	nil,                          // 44: bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
-	nil,                          // 45: bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
-	nil,                          // 46: bagkeeper.store.v1.BagRecord.DataEntry
-	nil,                          // 47: bagkeeper.store.v1.CharmStateRecord.DataEntry
+	(*HashState)(nil),            // 6: bagkeeper.store.v1.HashState
+	(*ReportDivergence)(nil),     // 7: bagkeeper.store.v1.ReportDivergence
+	(*ForgetDivergence)(nil),     // 8: bagkeeper.store.v1.ForgetDivergence
+	(*ForgetClaimant)(nil),       // 9: bagkeeper.store.v1.ForgetClaimant
+	(*InitCluster)(nil),          // 10: bagkeeper.store.v1.InitCluster
+	(*EnsureRelation)(nil),       // 11: bagkeeper.store.v1.EnsureRelation
+	(*RemoveRelation)(nil),       // 12: bagkeeper.store.v1.RemoveRelation
+	(*UpdateBag)(nil),            // 13: bagkeeper.store.v1.UpdateBag
+	(*CheckBag)(nil),             // 14: bagkeeper.store.v1.CheckBag
+	(*ClaimUnit)(nil),            // 15: bagkeeper.store.v1.ClaimUnit
+	(*ReleaseUnit)(nil),          // 16: bagkeeper.store.v1.ReleaseUnit
+	(*RemoveUnit)(nil),           // 17: bagkeeper.store.v1.RemoveUnit
+	(*UpdateCharmState)(nil),     // 18: bagkeeper.store.v1.UpdateCharmState
+	(*UpdateLeaderSettings)(nil), // 19: bagkeeper.store.v1.UpdateLeaderSettings
+	(*ClaimLease)(nil),           // 20: bagkeeper.store.v1.ClaimLease
+	(*CheckLease)(nil),           // 21: bagkeeper.store.v1.CheckLease
+	(*SetCursor)(nil),            // 22: bagkeeper.store.v1.SetCursor
+	(*SetStatus)(nil),            // 23: bagkeeper.store.v1.SetStatus
+	(*SetHookError)(nil),         // 24: bagkeeper.store.v1.SetHookError
+	(*SetWorkloadVersion)(nil),   // 25: bagkeeper.store.v1.SetWorkloadVersion
+	(*Port)(nil),                 // 26: bagkeeper.store.v1.Port
+	(*UpdatePorts)(nil),          // 27: bagkeeper.store.v1.UpdatePorts
+	(*ReleaseLease)(nil),         // 28: bagkeeper.store.v1.ReleaseLease
+	(*Result)(nil),               // 29: bagkeeper.store.v1.Result
+	(*OpResult)(nil),             // 30: bagkeeper.store.v1.OpResult
+	(*SnapshotRecord)(nil),       // 31: bagkeeper.store.v1.SnapshotRecord
+	(*DivergenceRecord)(nil),     // 32: bagkeeper.store.v1.DivergenceRecord
+	(*SessionRecord)(nil),        // 33: bagkeeper.store.v1.SessionRecord
+	(*SessionResult)(nil),        // 34: bagkeeper.store.v1.SessionResult
+	(*ClaimantRecord)(nil),       // 35: bagkeeper.store.v1.ClaimantRecord
+	(*StatusRecord)(nil),         // 36: bagkeeper.store.v1.StatusRecord
+	(*UnitExtraRecord)(nil),      // 37: bagkeeper.store.v1.UnitExtraRecord
+	(*SnapshotHeader)(nil),       // 38: bagkeeper.store.v1.SnapshotHeader
+	(*SnapshotEnd)(nil),          // 39: bagkeeper.store.v1.SnapshotEnd
+	(*Lease)(nil),                // 40: bagkeeper.store.v1.Lease
+	(*RelationRecord)(nil),       // 41: bagkeeper.store.v1.RelationRecord
+	(*BagRecord)(nil),            // 42: bagkeeper.store.v1.BagRecord
+	(*UnitRecord)(nil),           // 43: bagkeeper.store.v1.UnitRecord
+	(*CharmStateRecord)(nil),     // 44: bagkeeper.store.v1.CharmStateRecord
+	(*CursorRecord)(nil),         // 45: bagkeeper.store.v1.CursorRecord
+	nil,                          // 46: bagkeeper.store.v1.UpdateBag.SetEntry
+	nil,                          // 47: bagkeeper.store.v1.UpdateCharmState.SetEntry
+	nil,                          // 48: bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
+	nil,                          // 49: bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
+	nil,                          // 50: bagkeeper.store.v1.BagRecord.DataEntry
+	nil,                          // 51: bagkeeper.store.v1.CharmStateRecord.DataEntry
 }
 var file_raftstore_storepb_store_proto_depIdxs = []int32{
 	5,  // 0: bagkeeper.store.v1.Command.ops:type_name -> bagkeeper.store.v1.Op
 	3,  // 1: bagkeeper.store.v1.Command.client:type_name -> bagkeeper.store.v1.ClientRequest
 	4,  // 2: bagkeeper.store.v1.Command.fence:type_name -> bagkeeper.store.v1.Fence
-	7,  // 3: bagkeeper.store.v1.Op.init_cluster:type_name -> bagkeeper.store.v1.InitCluster
-	8,  // 4: bagkeeper.store.v1.Op.ensure_relation:type_name -> bagkeeper.store.v1.EnsureRelation
-	9,  // 5: bagkeeper.store.v1.Op.remove_relation:type_name -> bagkeeper.store.v1.RemoveRelation
-	10, // 6: bagkeeper.store.v1.Op.update_bag:type_name -> bagkeeper.store.v1.UpdateBag
-	12, // 7: bagkeeper.store.v1.Op.claim_unit:type_name -> bagkeeper.store.v1.ClaimUnit
-	13, // 8: bagkeeper.store.v1.Op.release_unit:type_name -> bagkeeper.store.v1.ReleaseUnit
-	14, // 9: bagkeeper.store.v1.Op.remove_unit:type_name -> bagkeeper.store.v1.RemoveUnit
-	15, // 10: bagkeeper.store.v1.Op.update_charm_state:type_name -> bagkeeper.store.v1.UpdateCharmState
-	16, // 11: bagkeeper.store.v1.Op.update_leader_settings:type_name -> bagkeeper.store.v1.UpdateLeaderSettings
-	17, // 12: bagkeeper.store.v1.Op.claim_lease:type_name -> bagkeeper.store.v1.ClaimLease
-	18, // 13: bagkeeper.store.v1.Op.check_lease:type_name -> bagkeeper.store.v1.CheckLease
-	19, // 14: bagkeeper.store.v1.Op.set_cursor:type_name -> bagkeeper.store.v1.SetCursor
-	11, // 15: bagkeeper.store.v1.Op.check_bag:type_name -> bagkeeper.store.v1.CheckBag
-	20, // 16: bagkeeper.store.v1.Op.set_status:type_name -> bagkeeper.store.v1.SetStatus
-	21, // 17: bagkeeper.store.v1.Op.set_hook_error:type_name -> bagkeeper.store.v1.SetHookError
-	22, // 18: bagkeeper.store.v1.Op.set_workload_version:type_name -> bagkeeper.store.v1.SetWorkloadVersion
-	24, // 19: bagkeeper.store.v1.Op.update_ports:type_name -> bagkeeper.store.v1.UpdatePorts
-	25, // 20: bagkeeper.store.v1.Op.release_lease:type_name -> bagkeeper.store.v1.ReleaseLease
-	6,  // 21: bagkeeper.store.v1.Op.forget_claimant:type_name -> bagkeeper.store.v1.ForgetClaimant
-	42, // 22: bagkeeper.store.v1.UpdateBag.set:type_name -> bagkeeper.store.v1.UpdateBag.SetEntry
-	43, // 23: bagkeeper.store.v1.UpdateCharmState.set:type_name -> bagkeeper.store.v1.UpdateCharmState.SetEntry
-	44, // 24: bagkeeper.store.v1.UpdateLeaderSettings.set:type_name -> bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
-	23, // 25: bagkeeper.store.v1.UpdatePorts.open:type_name -> bagkeeper.store.v1.Port
-	23, // 26: bagkeeper.store.v1.UpdatePorts.close:type_name -> bagkeeper.store.v1.Port
-	0,  // 27: bagkeeper.store.v1.Result.error_code:type_name -> bagkeeper.store.v1.ErrorCode
-	27, // 28: bagkeeper.store.v1.Result.ops:type_name -> bagkeeper.store.v1.OpResult
-	34, // 29: bagkeeper.store.v1.SnapshotRecord.header:type_name -> bagkeeper.store.v1.SnapshotHeader
-	37, // 30: bagkeeper.store.v1.SnapshotRecord.relation:type_name -> bagkeeper.store.v1.RelationRecord
-	38, // 31: bagkeeper.store.v1.SnapshotRecord.bag:type_name -> bagkeeper.store.v1.BagRecord
-	39, // 32: bagkeeper.store.v1.SnapshotRecord.unit:type_name -> bagkeeper.store.v1.UnitRecord
-	40, // 33: bagkeeper.store.v1.SnapshotRecord.charm_state:type_name -> bagkeeper.store.v1.CharmStateRecord
-	41, // 34: bagkeeper.store.v1.SnapshotRecord.cursor:type_name -> bagkeeper.store.v1.CursorRecord
-	35, // 35: bagkeeper.store.v1.SnapshotRecord.end:type_name -> bagkeeper.store.v1.SnapshotEnd
-	32, // 36: bagkeeper.store.v1.SnapshotRecord.status:type_name -> bagkeeper.store.v1.StatusRecord
-	33, // 37: bagkeeper.store.v1.SnapshotRecord.unit_extra:type_name -> bagkeeper.store.v1.UnitExtraRecord
-	29, // 38: bagkeeper.store.v1.SnapshotRecord.session:type_name -> bagkeeper.store.v1.SessionRecord
-	31, // 39: bagkeeper.store.v1.SnapshotRecord.claimant:type_name -> bagkeeper.store.v1.ClaimantRecord
-	30, // 40: bagkeeper.store.v1.SessionRecord.results:type_name -> bagkeeper.store.v1.SessionResult
-	26, // 41: bagkeeper.store.v1.SessionResult.result:type_name -> bagkeeper.store.v1.Result
-	23, // 42: bagkeeper.store.v1.UnitExtraRecord.ports:type_name -> bagkeeper.store.v1.Port
-	45, // 43: bagkeeper.store.v1.SnapshotHeader.leader_settings:type_name -> bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
-	36, // 44: bagkeeper.store.v1.SnapshotHeader.lease:type_name -> bagkeeper.store.v1.Lease
-	46, // 45: bagkeeper.store.v1.BagRecord.data:type_name -> bagkeeper.store.v1.BagRecord.DataEntry
-	1,  // 46: bagkeeper.store.v1.UnitRecord.state:type_name -> bagkeeper.store.v1.UnitState
-	47, // 47: bagkeeper.store.v1.CharmStateRecord.data:type_name -> bagkeeper.store.v1.CharmStateRecord.DataEntry
-	48, // [48:48] is the sub-list for method output_type
-	48, // [48:48] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	10, // 3: bagkeeper.store.v1.Op.init_cluster:type_name -> bagkeeper.store.v1.InitCluster
+	11, // 4: bagkeeper.store.v1.Op.ensure_relation:type_name -> bagkeeper.store.v1.EnsureRelation
+	12, // 5: bagkeeper.store.v1.Op.remove_relation:type_name -> bagkeeper.store.v1.RemoveRelation
+	13, // 6: bagkeeper.store.v1.Op.update_bag:type_name -> bagkeeper.store.v1.UpdateBag
+	15, // 7: bagkeeper.store.v1.Op.claim_unit:type_name -> bagkeeper.store.v1.ClaimUnit
+	16, // 8: bagkeeper.store.v1.Op.release_unit:type_name -> bagkeeper.store.v1.ReleaseUnit
+	17, // 9: bagkeeper.store.v1.Op.remove_unit:type_name -> bagkeeper.store.v1.RemoveUnit
+	18, // 10: bagkeeper.store.v1.Op.update_charm_state:type_name -> bagkeeper.store.v1.UpdateCharmState
+	19, // 11: bagkeeper.store.v1.Op.update_leader_settings:type_name -> bagkeeper.store.v1.UpdateLeaderSettings
+	20, // 12: bagkeeper.store.v1.Op.claim_lease:type_name -> bagkeeper.store.v1.ClaimLease
+	21, // 13: bagkeeper.store.v1.Op.check_lease:type_name -> bagkeeper.store.v1.CheckLease
+	22, // 14: bagkeeper.store.v1.Op.set_cursor:type_name -> bagkeeper.store.v1.SetCursor
+	14, // 15: bagkeeper.store.v1.Op.check_bag:type_name -> bagkeeper.store.v1.CheckBag
+	23, // 16: bagkeeper.store.v1.Op.set_status:type_name -> bagkeeper.store.v1.SetStatus
+	24, // 17: bagkeeper.store.v1.Op.set_hook_error:type_name -> bagkeeper.store.v1.SetHookError
+	25, // 18: bagkeeper.store.v1.Op.set_workload_version:type_name -> bagkeeper.store.v1.SetWorkloadVersion
+	27, // 19: bagkeeper.store.v1.Op.update_ports:type_name -> bagkeeper.store.v1.UpdatePorts
+	28, // 20: bagkeeper.store.v1.Op.release_lease:type_name -> bagkeeper.store.v1.ReleaseLease
+	9,  // 21: bagkeeper.store.v1.Op.forget_claimant:type_name -> bagkeeper.store.v1.ForgetClaimant
+	6,  // 22: bagkeeper.store.v1.Op.hash_state:type_name -> bagkeeper.store.v1.HashState
+	7,  // 23: bagkeeper.store.v1.Op.report_divergence:type_name -> bagkeeper.store.v1.ReportDivergence
+	8,  // 24: bagkeeper.store.v1.Op.forget_divergence:type_name -> bagkeeper.store.v1.ForgetDivergence
+	46, // 25: bagkeeper.store.v1.UpdateBag.set:type_name -> bagkeeper.store.v1.UpdateBag.SetEntry
+	47, // 26: bagkeeper.store.v1.UpdateCharmState.set:type_name -> bagkeeper.store.v1.UpdateCharmState.SetEntry
+	48, // 27: bagkeeper.store.v1.UpdateLeaderSettings.set:type_name -> bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
+	26, // 28: bagkeeper.store.v1.UpdatePorts.open:type_name -> bagkeeper.store.v1.Port
+	26, // 29: bagkeeper.store.v1.UpdatePorts.close:type_name -> bagkeeper.store.v1.Port
+	0,  // 30: bagkeeper.store.v1.Result.error_code:type_name -> bagkeeper.store.v1.ErrorCode
+	30, // 31: bagkeeper.store.v1.Result.ops:type_name -> bagkeeper.store.v1.OpResult
+	38, // 32: bagkeeper.store.v1.SnapshotRecord.header:type_name -> bagkeeper.store.v1.SnapshotHeader
+	41, // 33: bagkeeper.store.v1.SnapshotRecord.relation:type_name -> bagkeeper.store.v1.RelationRecord
+	42, // 34: bagkeeper.store.v1.SnapshotRecord.bag:type_name -> bagkeeper.store.v1.BagRecord
+	43, // 35: bagkeeper.store.v1.SnapshotRecord.unit:type_name -> bagkeeper.store.v1.UnitRecord
+	44, // 36: bagkeeper.store.v1.SnapshotRecord.charm_state:type_name -> bagkeeper.store.v1.CharmStateRecord
+	45, // 37: bagkeeper.store.v1.SnapshotRecord.cursor:type_name -> bagkeeper.store.v1.CursorRecord
+	39, // 38: bagkeeper.store.v1.SnapshotRecord.end:type_name -> bagkeeper.store.v1.SnapshotEnd
+	36, // 39: bagkeeper.store.v1.SnapshotRecord.status:type_name -> bagkeeper.store.v1.StatusRecord
+	37, // 40: bagkeeper.store.v1.SnapshotRecord.unit_extra:type_name -> bagkeeper.store.v1.UnitExtraRecord
+	33, // 41: bagkeeper.store.v1.SnapshotRecord.session:type_name -> bagkeeper.store.v1.SessionRecord
+	35, // 42: bagkeeper.store.v1.SnapshotRecord.claimant:type_name -> bagkeeper.store.v1.ClaimantRecord
+	32, // 43: bagkeeper.store.v1.SnapshotRecord.divergence:type_name -> bagkeeper.store.v1.DivergenceRecord
+	34, // 44: bagkeeper.store.v1.SessionRecord.results:type_name -> bagkeeper.store.v1.SessionResult
+	29, // 45: bagkeeper.store.v1.SessionResult.result:type_name -> bagkeeper.store.v1.Result
+	26, // 46: bagkeeper.store.v1.UnitExtraRecord.ports:type_name -> bagkeeper.store.v1.Port
+	49, // 47: bagkeeper.store.v1.SnapshotHeader.leader_settings:type_name -> bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
+	40, // 48: bagkeeper.store.v1.SnapshotHeader.lease:type_name -> bagkeeper.store.v1.Lease
+	50, // 49: bagkeeper.store.v1.BagRecord.data:type_name -> bagkeeper.store.v1.BagRecord.DataEntry
+	1,  // 50: bagkeeper.store.v1.UnitRecord.state:type_name -> bagkeeper.store.v1.UnitState
+	51, // 51: bagkeeper.store.v1.CharmStateRecord.data:type_name -> bagkeeper.store.v1.CharmStateRecord.DataEntry
+	52, // [52:52] is the sub-list for method output_type
+	52, // [52:52] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_raftstore_storepb_store_proto_init() }
@@ -3739,8 +4064,11 @@ func file_raftstore_storepb_store_proto_init() {
 		(*Op_UpdatePorts)(nil),
 		(*Op_ReleaseLease)(nil),
 		(*Op_ForgetClaimant)(nil),
+		(*Op_HashState)(nil),
+		(*Op_ReportDivergence)(nil),
+		(*Op_ForgetDivergence)(nil),
 	}
-	file_raftstore_storepb_store_proto_msgTypes[26].OneofWrappers = []any{
+	file_raftstore_storepb_store_proto_msgTypes[29].OneofWrappers = []any{
 		(*SnapshotRecord_Header)(nil),
 		(*SnapshotRecord_Relation)(nil),
 		(*SnapshotRecord_Bag)(nil),
@@ -3752,6 +4080,7 @@ func file_raftstore_storepb_store_proto_init() {
 		(*SnapshotRecord_UnitExtra)(nil),
 		(*SnapshotRecord_Session)(nil),
 		(*SnapshotRecord_Claimant)(nil),
+		(*SnapshotRecord_Divergence)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3759,7 +4088,7 @@ func file_raftstore_storepb_store_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftstore_storepb_store_proto_rawDesc), len(file_raftstore_storepb_store_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   46,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

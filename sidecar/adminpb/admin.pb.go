@@ -93,8 +93,11 @@ type Member struct {
 	// 0 for the leader, -1 if never.
 	LastContactNanos int64  `protobuf:"varint,9,opt,name=last_contact_nanos,json=lastContactNanos,proto3" json:"last_contact_nanos,omitempty"`
 	Version          string `protobuf:"bytes,10,opt,name=version,proto3" json:"version,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Set when the member's state was found unlike the others' (it serves
+	// nothing): the raft index and the hashes.
+	Diverged      string `protobuf:"bytes,11,opt,name=diverged,proto3" json:"diverged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Member) Reset() {
@@ -197,6 +200,74 @@ func (x *Member) GetVersion() string {
 	return ""
 }
 
+func (x *Member) GetDiverged() string {
+	if x != nil {
+		return x.Diverged
+	}
+	return ""
+}
+
+// Claimant is a pod waiting for a unit (the declared scale is reached).
+type Claimant struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Member        string                 `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
+	Pod           string                 `protobuf:"bytes,2,opt,name=pod,proto3" json:"pod,omitempty"`
+	SinceUnixNano int64                  `protobuf:"varint,3,opt,name=since_unix_nano,json=sinceUnixNano,proto3" json:"since_unix_nano,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Claimant) Reset() {
+	*x = Claimant{}
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Claimant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Claimant) ProtoMessage() {}
+
+func (x *Claimant) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Claimant.ProtoReflect.Descriptor instead.
+func (*Claimant) Descriptor() ([]byte, []int) {
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Claimant) GetMember() string {
+	if x != nil {
+		return x.Member
+	}
+	return ""
+}
+
+func (x *Claimant) GetPod() string {
+	if x != nil {
+		return x.Pod
+	}
+	return ""
+}
+
+func (x *Claimant) GetSinceUnixNano() int64 {
+	if x != nil {
+		return x.SinceUnixNano
+	}
+	return 0
+}
+
 type Unit struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -217,7 +288,7 @@ type Unit struct {
 
 func (x *Unit) Reset() {
 	*x = Unit{}
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[2]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -229,7 +300,7 @@ func (x *Unit) String() string {
 func (*Unit) ProtoMessage() {}
 
 func (x *Unit) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[2]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -242,7 +313,7 @@ func (x *Unit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Unit.ProtoReflect.Descriptor instead.
 func (*Unit) Descriptor() ([]byte, []int) {
-	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{2}
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Unit) GetName() string {
@@ -323,7 +394,7 @@ type Relation struct {
 
 func (x *Relation) Reset() {
 	*x = Relation{}
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[3]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -335,7 +406,7 @@ func (x *Relation) String() string {
 func (*Relation) ProtoMessage() {}
 
 func (x *Relation) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[3]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -348,7 +419,7 @@ func (x *Relation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Relation.ProtoReflect.Descriptor instead.
 func (*Relation) Descriptor() ([]byte, []int) {
-	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{3}
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Relation) GetId() int64 {
@@ -415,13 +486,14 @@ type StatusResponse struct {
 	Relations      []*Relation            `protobuf:"bytes,11,rep,name=relations,proto3" json:"relations,omitempty"`
 	Ready          bool                   `protobuf:"varint,12,opt,name=ready,proto3" json:"ready,omitempty"`
 	NotReadyReason string                 `protobuf:"bytes,13,opt,name=not_ready_reason,json=notReadyReason,proto3" json:"not_ready_reason,omitempty"`
+	Waiting        []*Claimant            `protobuf:"bytes,14,rep,name=waiting,proto3" json:"waiting,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[4]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -433,7 +505,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[4]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -446,7 +518,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{4}
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *StatusResponse) GetApp() string {
@@ -540,6 +612,13 @@ func (x *StatusResponse) GetNotReadyReason() string {
 	return ""
 }
 
+func (x *StatusResponse) GetWaiting() []*Claimant {
+	if x != nil {
+		return x.Waiting
+	}
+	return nil
+}
+
 type GetBagsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Relation id; -1 for all relations.
@@ -555,7 +634,7 @@ type GetBagsRequest struct {
 
 func (x *GetBagsRequest) Reset() {
 	*x = GetBagsRequest{}
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[5]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -567,7 +646,7 @@ func (x *GetBagsRequest) String() string {
 func (*GetBagsRequest) ProtoMessage() {}
 
 func (x *GetBagsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[5]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -580,7 +659,7 @@ func (x *GetBagsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBagsRequest.ProtoReflect.Descriptor instead.
 func (*GetBagsRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{5}
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetBagsRequest) GetRelationId() int64 {
@@ -617,7 +696,7 @@ type Bag struct {
 
 func (x *Bag) Reset() {
 	*x = Bag{}
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[6]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -629,7 +708,7 @@ func (x *Bag) String() string {
 func (*Bag) ProtoMessage() {}
 
 func (x *Bag) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[6]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -642,7 +721,7 @@ func (x *Bag) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bag.ProtoReflect.Descriptor instead.
 func (*Bag) Descriptor() ([]byte, []int) {
-	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{6}
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Bag) GetRelationId() int64 {
@@ -694,7 +773,7 @@ type GetBagsResponse struct {
 
 func (x *GetBagsResponse) Reset() {
 	*x = GetBagsResponse{}
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[7]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -706,7 +785,7 @@ func (x *GetBagsResponse) String() string {
 func (*GetBagsResponse) ProtoMessage() {}
 
 func (x *GetBagsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[7]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -719,7 +798,7 @@ func (x *GetBagsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBagsResponse.ProtoReflect.Descriptor instead.
 func (*GetBagsResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{7}
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetBagsResponse) GetBags() []*Bag {
@@ -755,7 +834,7 @@ type SetBagRequest struct {
 
 func (x *SetBagRequest) Reset() {
 	*x = SetBagRequest{}
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[8]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -767,7 +846,7 @@ func (x *SetBagRequest) String() string {
 func (*SetBagRequest) ProtoMessage() {}
 
 func (x *SetBagRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[8]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -780,7 +859,7 @@ func (x *SetBagRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBagRequest.ProtoReflect.Descriptor instead.
 func (*SetBagRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{8}
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SetBagRequest) GetRelationId() int64 {
@@ -820,7 +899,7 @@ type SetBagResponse struct {
 
 func (x *SetBagResponse) Reset() {
 	*x = SetBagResponse{}
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[9]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -832,7 +911,7 @@ func (x *SetBagResponse) String() string {
 func (*SetBagResponse) ProtoMessage() {}
 
 func (x *SetBagResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[9]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -845,7 +924,7 @@ func (x *SetBagResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBagResponse.ProtoReflect.Descriptor instead.
 func (*SetBagResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{9}
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SetBagResponse) GetIndex() uint64 {
@@ -868,7 +947,7 @@ type EnsureRelationRequest struct {
 
 func (x *EnsureRelationRequest) Reset() {
 	*x = EnsureRelationRequest{}
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[10]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -880,7 +959,7 @@ func (x *EnsureRelationRequest) String() string {
 func (*EnsureRelationRequest) ProtoMessage() {}
 
 func (x *EnsureRelationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[10]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -893,7 +972,7 @@ func (x *EnsureRelationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnsureRelationRequest.ProtoReflect.Descriptor instead.
 func (*EnsureRelationRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{10}
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *EnsureRelationRequest) GetEndpoint() string {
@@ -940,7 +1019,7 @@ type EnsureRelationResponse struct {
 
 func (x *EnsureRelationResponse) Reset() {
 	*x = EnsureRelationResponse{}
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[11]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -952,7 +1031,7 @@ func (x *EnsureRelationResponse) String() string {
 func (*EnsureRelationResponse) ProtoMessage() {}
 
 func (x *EnsureRelationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[11]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -965,7 +1044,7 @@ func (x *EnsureRelationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnsureRelationResponse.ProtoReflect.Descriptor instead.
 func (*EnsureRelationResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{11}
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *EnsureRelationResponse) GetRelationId() int64 {
@@ -984,7 +1063,7 @@ type RemoveUnitRequest struct {
 
 func (x *RemoveUnitRequest) Reset() {
 	*x = RemoveUnitRequest{}
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[12]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -996,7 +1075,7 @@ func (x *RemoveUnitRequest) String() string {
 func (*RemoveUnitRequest) ProtoMessage() {}
 
 func (x *RemoveUnitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[12]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1009,7 +1088,7 @@ func (x *RemoveUnitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveUnitRequest.ProtoReflect.Descriptor instead.
 func (*RemoveUnitRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{12}
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RemoveUnitRequest) GetUnit() string {
@@ -1027,7 +1106,7 @@ type RemoveUnitResponse struct {
 
 func (x *RemoveUnitResponse) Reset() {
 	*x = RemoveUnitResponse{}
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[13]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1039,7 +1118,7 @@ func (x *RemoveUnitResponse) String() string {
 func (*RemoveUnitResponse) ProtoMessage() {}
 
 func (x *RemoveUnitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[13]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1052,7 +1131,7 @@ func (x *RemoveUnitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveUnitResponse.ProtoReflect.Descriptor instead.
 func (*RemoveUnitResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{13}
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{14}
 }
 
 type RemoveMemberRequest struct {
@@ -1065,7 +1144,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[14]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1156,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[14]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1169,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{14}
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RemoveMemberRequest) GetId() string {
@@ -1108,7 +1187,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[15]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1120,7 +1199,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[15]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1133,7 +1212,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{15}
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{16}
 }
 
 var File_sidecar_adminpb_admin_proto protoreflect.FileDescriptor
@@ -1143,7 +1222,7 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"\x1bsidecar/adminpb/admin.proto\x12\x12bagkeeper.admin.v1\".\n" +
 	"\rStatusRequest\x12\x1d\n" +
 	"\n" +
-	"skip_probe\x18\x01 \x01(\bR\tskipProbe\"\xa6\x02\n" +
+	"skip_probe\x18\x01 \x01(\bR\tskipProbe\"\xc2\x02\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1a\n" +
@@ -1156,7 +1235,12 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"\rapplied_index\x18\b \x01(\x04R\fappliedIndex\x12,\n" +
 	"\x12last_contact_nanos\x18\t \x01(\x03R\x10lastContactNanos\x12\x18\n" +
 	"\aversion\x18\n" +
-	" \x01(\tR\aversion\"\x8d\x02\n" +
+	" \x01(\tR\aversion\x12\x1a\n" +
+	"\bdiverged\x18\v \x01(\tR\bdiverged\"\\\n" +
+	"\bClaimant\x12\x16\n" +
+	"\x06member\x18\x01 \x01(\tR\x06member\x12\x10\n" +
+	"\x03pod\x18\x02 \x01(\tR\x03pod\x12&\n" +
+	"\x0fsince_unix_nano\x18\x03 \x01(\x03R\rsinceUnixNano\"\x8d\x02\n" +
 	"\x04Unit\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x16\n" +
@@ -1176,7 +1260,7 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"\n" +
 	"remote_app\x18\x05 \x01(\tR\tremoteApp\x12'\n" +
 	"\x0fremote_endpoint\x18\x06 \x01(\tR\x0eremoteEndpoint\x12\x12\n" +
-	"\x04bags\x18\a \x01(\x05R\x04bags\"\xbf\x03\n" +
+	"\x04bags\x18\a \x01(\x05R\x04bags\"\xf7\x03\n" +
 	"\x0eStatusResponse\x12\x10\n" +
 	"\x03app\x18\x01 \x01(\tR\x03app\x12\x1d\n" +
 	"\n" +
@@ -1192,7 +1276,8 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	" \x03(\v2\x18.bagkeeper.admin.v1.UnitR\x05units\x12:\n" +
 	"\trelations\x18\v \x03(\v2\x1c.bagkeeper.admin.v1.RelationR\trelations\x12\x14\n" +
 	"\x05ready\x18\f \x01(\bR\x05ready\x12(\n" +
-	"\x10not_ready_reason\x18\r \x01(\tR\x0enotReadyReason\"]\n" +
+	"\x10not_ready_reason\x18\r \x01(\tR\x0enotReadyReason\x126\n" +
+	"\awaiting\x18\x0e \x03(\v2\x1c.bagkeeper.admin.v1.ClaimantR\awaiting\"]\n" +
 	"\x0eGetBagsRequest\x12\x1f\n" +
 	"\vrelation_id\x18\x01 \x01(\x03R\n" +
 	"relationId\x12\x14\n" +
@@ -1260,51 +1345,53 @@ func file_sidecar_adminpb_admin_proto_rawDescGZIP() []byte {
 	return file_sidecar_adminpb_admin_proto_rawDescData
 }
 
-var file_sidecar_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_sidecar_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_sidecar_adminpb_admin_proto_goTypes = []any{
 	(*StatusRequest)(nil),          // 0: bagkeeper.admin.v1.StatusRequest
 	(*Member)(nil),                 // 1: bagkeeper.admin.v1.Member
-	(*Unit)(nil),                   // 2: bagkeeper.admin.v1.Unit
-	(*Relation)(nil),               // 3: bagkeeper.admin.v1.Relation
-	(*StatusResponse)(nil),         // 4: bagkeeper.admin.v1.StatusResponse
-	(*GetBagsRequest)(nil),         // 5: bagkeeper.admin.v1.GetBagsRequest
-	(*Bag)(nil),                    // 6: bagkeeper.admin.v1.Bag
-	(*GetBagsResponse)(nil),        // 7: bagkeeper.admin.v1.GetBagsResponse
-	(*SetBagRequest)(nil),          // 8: bagkeeper.admin.v1.SetBagRequest
-	(*SetBagResponse)(nil),         // 9: bagkeeper.admin.v1.SetBagResponse
-	(*EnsureRelationRequest)(nil),  // 10: bagkeeper.admin.v1.EnsureRelationRequest
-	(*EnsureRelationResponse)(nil), // 11: bagkeeper.admin.v1.EnsureRelationResponse
-	(*RemoveUnitRequest)(nil),      // 12: bagkeeper.admin.v1.RemoveUnitRequest
-	(*RemoveUnitResponse)(nil),     // 13: bagkeeper.admin.v1.RemoveUnitResponse
-	(*RemoveMemberRequest)(nil),    // 14: bagkeeper.admin.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),   // 15: bagkeeper.admin.v1.RemoveMemberResponse
-	nil,                            // 16: bagkeeper.admin.v1.Bag.DataEntry
-	nil,                            // 17: bagkeeper.admin.v1.SetBagRequest.SetEntry
+	(*Claimant)(nil),               // 2: bagkeeper.admin.v1.Claimant
+	(*Unit)(nil),                   // 3: bagkeeper.admin.v1.Unit
+	(*Relation)(nil),               // 4: bagkeeper.admin.v1.Relation
+	(*StatusResponse)(nil),         // 5: bagkeeper.admin.v1.StatusResponse
+	(*GetBagsRequest)(nil),         // 6: bagkeeper.admin.v1.GetBagsRequest
+	(*Bag)(nil),                    // 7: bagkeeper.admin.v1.Bag
+	(*GetBagsResponse)(nil),        // 8: bagkeeper.admin.v1.GetBagsResponse
+	(*SetBagRequest)(nil),          // 9: bagkeeper.admin.v1.SetBagRequest
+	(*SetBagResponse)(nil),         // 10: bagkeeper.admin.v1.SetBagResponse
+	(*EnsureRelationRequest)(nil),  // 11: bagkeeper.admin.v1.EnsureRelationRequest
+	(*EnsureRelationResponse)(nil), // 12: bagkeeper.admin.v1.EnsureRelationResponse
+	(*RemoveUnitRequest)(nil),      // 13: bagkeeper.admin.v1.RemoveUnitRequest
+	(*RemoveUnitResponse)(nil),     // 14: bagkeeper.admin.v1.RemoveUnitResponse
+	(*RemoveMemberRequest)(nil),    // 15: bagkeeper.admin.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),   // 16: bagkeeper.admin.v1.RemoveMemberResponse
+	nil,                            // 17: bagkeeper.admin.v1.Bag.DataEntry
+	nil,                            // 18: bagkeeper.admin.v1.SetBagRequest.SetEntry
 }
 var file_sidecar_adminpb_admin_proto_depIdxs = []int32{
 	1,  // 0: bagkeeper.admin.v1.StatusResponse.members:type_name -> bagkeeper.admin.v1.Member
-	2,  // 1: bagkeeper.admin.v1.StatusResponse.units:type_name -> bagkeeper.admin.v1.Unit
-	3,  // 2: bagkeeper.admin.v1.StatusResponse.relations:type_name -> bagkeeper.admin.v1.Relation
-	16, // 3: bagkeeper.admin.v1.Bag.data:type_name -> bagkeeper.admin.v1.Bag.DataEntry
-	6,  // 4: bagkeeper.admin.v1.GetBagsResponse.bags:type_name -> bagkeeper.admin.v1.Bag
-	17, // 5: bagkeeper.admin.v1.SetBagRequest.set:type_name -> bagkeeper.admin.v1.SetBagRequest.SetEntry
-	0,  // 6: bagkeeper.admin.v1.Admin.Status:input_type -> bagkeeper.admin.v1.StatusRequest
-	5,  // 7: bagkeeper.admin.v1.Admin.GetBags:input_type -> bagkeeper.admin.v1.GetBagsRequest
-	8,  // 8: bagkeeper.admin.v1.Admin.SetBag:input_type -> bagkeeper.admin.v1.SetBagRequest
-	10, // 9: bagkeeper.admin.v1.Admin.EnsureRelation:input_type -> bagkeeper.admin.v1.EnsureRelationRequest
-	12, // 10: bagkeeper.admin.v1.Admin.RemoveUnit:input_type -> bagkeeper.admin.v1.RemoveUnitRequest
-	14, // 11: bagkeeper.admin.v1.Admin.RemoveMember:input_type -> bagkeeper.admin.v1.RemoveMemberRequest
-	4,  // 12: bagkeeper.admin.v1.Admin.Status:output_type -> bagkeeper.admin.v1.StatusResponse
-	7,  // 13: bagkeeper.admin.v1.Admin.GetBags:output_type -> bagkeeper.admin.v1.GetBagsResponse
-	9,  // 14: bagkeeper.admin.v1.Admin.SetBag:output_type -> bagkeeper.admin.v1.SetBagResponse
-	11, // 15: bagkeeper.admin.v1.Admin.EnsureRelation:output_type -> bagkeeper.admin.v1.EnsureRelationResponse
-	13, // 16: bagkeeper.admin.v1.Admin.RemoveUnit:output_type -> bagkeeper.admin.v1.RemoveUnitResponse
-	15, // 17: bagkeeper.admin.v1.Admin.RemoveMember:output_type -> bagkeeper.admin.v1.RemoveMemberResponse
-	12, // [12:18] is the sub-list for method output_type
-	6,  // [6:12] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	3,  // 1: bagkeeper.admin.v1.StatusResponse.units:type_name -> bagkeeper.admin.v1.Unit
+	4,  // 2: bagkeeper.admin.v1.StatusResponse.relations:type_name -> bagkeeper.admin.v1.Relation
+	2,  // 3: bagkeeper.admin.v1.StatusResponse.waiting:type_name -> bagkeeper.admin.v1.Claimant
+	17, // 4: bagkeeper.admin.v1.Bag.data:type_name -> bagkeeper.admin.v1.Bag.DataEntry
+	7,  // 5: bagkeeper.admin.v1.GetBagsResponse.bags:type_name -> bagkeeper.admin.v1.Bag
+	18, // 6: bagkeeper.admin.v1.SetBagRequest.set:type_name -> bagkeeper.admin.v1.SetBagRequest.SetEntry
+	0,  // 7: bagkeeper.admin.v1.Admin.Status:input_type -> bagkeeper.admin.v1.StatusRequest
+	6,  // 8: bagkeeper.admin.v1.Admin.GetBags:input_type -> bagkeeper.admin.v1.GetBagsRequest
+	9,  // 9: bagkeeper.admin.v1.Admin.SetBag:input_type -> bagkeeper.admin.v1.SetBagRequest
+	11, // 10: bagkeeper.admin.v1.Admin.EnsureRelation:input_type -> bagkeeper.admin.v1.EnsureRelationRequest
+	13, // 11: bagkeeper.admin.v1.Admin.RemoveUnit:input_type -> bagkeeper.admin.v1.RemoveUnitRequest
+	15, // 12: bagkeeper.admin.v1.Admin.RemoveMember:input_type -> bagkeeper.admin.v1.RemoveMemberRequest
+	5,  // 13: bagkeeper.admin.v1.Admin.Status:output_type -> bagkeeper.admin.v1.StatusResponse
+	8,  // 14: bagkeeper.admin.v1.Admin.GetBags:output_type -> bagkeeper.admin.v1.GetBagsResponse
+	10, // 15: bagkeeper.admin.v1.Admin.SetBag:output_type -> bagkeeper.admin.v1.SetBagResponse
+	12, // 16: bagkeeper.admin.v1.Admin.EnsureRelation:output_type -> bagkeeper.admin.v1.EnsureRelationResponse
+	14, // 17: bagkeeper.admin.v1.Admin.RemoveUnit:output_type -> bagkeeper.admin.v1.RemoveUnitResponse
+	16, // 18: bagkeeper.admin.v1.Admin.RemoveMember:output_type -> bagkeeper.admin.v1.RemoveMemberResponse
+	13, // [13:19] is the sub-list for method output_type
+	7,  // [7:13] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_sidecar_adminpb_admin_proto_init() }
@@ -1318,7 +1405,7 @@ func file_sidecar_adminpb_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sidecar_adminpb_admin_proto_rawDesc), len(file_sidecar_adminpb_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
