@@ -51,6 +51,7 @@ type runFlags struct {
 	snapshotThreshold, trailingLogs                                   uint64
 	snapshotInterval                                                  time.Duration
 	autopilotInterval, promoteAfter, unhealthyAfter                   time.Duration
+	stateCheck                                                        time.Duration
 	deadVoterAfter, deadMemberAfter                                   time.Duration
 	joinInterval                                                      time.Duration
 	logLevel, logFormat                                               string
@@ -101,6 +102,7 @@ func newRunFlags(e *env) *runFlags {
 	fs.DurationVar(&f.snapshotInterval, "raft-snapshot-interval", 30*time.Second, "how often to check whether a snapshot is due")
 	fs.DurationVar(&f.autopilotInterval, "autopilot-interval", time.Second, "how often the leader checks members' health")
 	fs.DurationVar(&f.promoteAfter, "promote-after", 5*time.Second, "a caught-up non-voter must be healthy this long before promotion")
+	fs.DurationVar(&f.stateCheck, "state-check-interval", 10*time.Minute, "how often every member hashes its state at the same raft index, so that a member\nwhose state diverged is found (it then serves nothing); 0 = never")
 	fs.DurationVar(&f.unhealthyAfter, "unhealthy-after", 0, "a member silent this long counts as unhealthy (default 3 × --autopilot-interval, at least 2s)")
 	fs.DurationVar(&f.deadVoterAfter, "dead-voter-after", 5*time.Minute, "a voter unhealthy this long is replaced by a healthy non-voter")
 	fs.DurationVar(&f.deadMemberAfter, "dead-member-after", 15*time.Minute, "a non-voter unhealthy this long is removed from the group")
@@ -214,6 +216,10 @@ func (f *runFlags) sidecarConfig(logger *slog.Logger) (sidecar.Config, error) {
 			Interval: f.autopilotInterval, Stabilization: f.promoteAfter, UnhealthyAfter: f.unhealthyAfter, // 0: derived from the interval
 			DeadVoterAfter: f.deadVoterAfter, DeadNonvoterAfter: f.deadMemberAfter,
 		},
+		StateCheckInterval: f.stateCheck,
+	}
+	if f.stateCheck == 0 {
+		c.Raft.StateCheckInterval = -1 // never
 	}
 	if f.charmDir != "" {
 		as := &sidecar.AgentSettings{
