@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -531,4 +532,38 @@ fi`)
 	if h := a.hooks(); strings.TrimSpace(h[len(h)-1]) != "config-changed" {
 		t.Fatalf("hooks ran after the refused one: %v", h)
 	}
+}
+
+func TestNoHookRunsUntilTheMemberHasCaughtUp(t *testing.T) {
+	s := newMemStore(t)
+	twoUnits(s)
+	dir := charm(t, "")
+	var ready atomic.Bool
+	var asked atomic.Int32
+	startAgent(t, s, dir, func(c *Config) {
+		c.Ready = func() (bool, string) {
+			asked.Add(1)
+			if ready.Load() {
+				return true, ""
+			}
+			return false, "catching up: the state machine has applied 3 of 40"
+		}
+	})
+	// The agent keeps asking; as long as the member is behind, no hook runs.
+	waitFor(t, "the agent to ask whether the member caught up, again and again", func() error {
+		if asked.Load() < 5 {
+			return fmt.Errorf("asked %d times", asked.Load())
+		}
+		return nil
+	})
+	if _, err := os.Stat(filepath.Join(dir, "hooks.log")); err == nil {
+		t.Fatal("a hook ran on a member that had not caught up")
+	}
+	ready.Store(true)
+	waitFor(t, "install once caught up", func() error {
+		if _, err := os.Stat(filepath.Join(dir, "hooks.log")); err != nil {
+			return err
+		}
+		return nil
+	})
 }

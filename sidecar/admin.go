@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/bagkeeper/bagkeeper/raftstore"
 	"github.com/bagkeeper/bagkeeper/raftstore/state"
+	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
 	"github.com/bagkeeper/bagkeeper/sidecar/adminpb"
 	"github.com/bagkeeper/bagkeeper/sidecar/unixsock"
 )
@@ -26,26 +28,42 @@ func (s *Sidecar) startAdmin() error {
 	}
 	s.adminLn = ln
 	s.adminSrv = grpc.NewServer()
-	adminpb.RegisterAdminServer(s.adminSrv, &adminServer{s: s})
+	adminpb.RegisterAdminServer(s.adminSrv, &adminServer{n: s.node, unit: s.Unit, ready: s.Ready, log: s.log})
 	go func() { _ = s.adminSrv.Serve(ln) }()
 	return nil
 }
 
+// adminStore is what the admin API needs of the raft member.
+type adminStore interface {
+	Status() raftstore.Status
+	State() *state.State
+	Read(ctx context.Context) (*state.State, error)
+	Apply(ctx context.Context, cmd *storepb.Command) (*storepb.Result, error)
+	ListMembers() ([]raftstore.MemberStatus, error)
+	ProbeMembers(ctx context.Context, timeout time.Duration) ([]raftstore.MemberStatus, error)
+	RemoveMember(ctx context.Context, id raft.ServerID) error
+}
+
+// adminServer serves the admin API: the member's store, and the pod's
+// unit and readiness.
 type adminServer struct {
 	adminpb.UnimplementedAdminServer
-	s *Sidecar
+	n     adminStore
+	unit  func() string
+	ready func() (bool, string)
+	log   *slog.Logger
 }
 
 func (a *adminServer) Status(ctx context.Context, req *adminpb.StatusRequest) (*adminpb.StatusResponse, error) {
-	n := a.s.node
+	n := a.n
 	st := n.State()
 	ms := n.Status()
 	leaderID := raft.ServerID(ms.LeaderID)
 	resp := &adminpb.StatusResponse{
-		App: st.App(), ClusterId: st.ClusterID(), Self: ms.ID, Unit: a.s.Unit(),
+		App: st.App(), ClusterId: st.ClusterID(), Self: ms.ID, Unit: a.unit(),
 		Leader: ms.LeaderID, Term: ms.Term, CommitIndex: ms.CommitIndex, AppliedIndex: ms.StateIndex,
 	}
-	resp.Ready, resp.NotReadyReason = a.s.Ready()
+	resp.Ready, resp.NotReadyReason = a.ready()
 	var members []raftstore.MemberStatus
 	var err error
 	if req.GetSkipProbe() {
@@ -114,13 +132,13 @@ func (a *adminServer) GetBags(ctx context.Context, req *adminpb.GetBagsRequest) 
 	var st *state.State
 	var notReady string
 	if req.GetStale() {
-		st = a.s.node.State()
-		if ok, why := a.s.Ready(); !ok {
+		st = a.n.State()
+		if ok, why := a.ready(); !ok {
 			notReady = why
 		}
 	} else {
 		var err error
-		if st, err = a.s.node.Read(ctx); err != nil {
+		if st, err = a.n.Read(ctx); err != nil {
 			return nil, commandStatus(err)
 		}
 	}
@@ -145,7 +163,7 @@ func (a *adminServer) GetBags(ctx context.Context, req *adminpb.GetBagsRequest) 
 }
 
 func (a *adminServer) SetBag(ctx context.Context, req *adminpb.SetBagRequest) (*adminpb.SetBagResponse, error) {
-	res, err := a.s.node.Apply(ctx, state.NewCommand(state.UpdateBagOp(req.GetRelationId(), req.GetOwner(), req.GetSet(), req.GetDelete()...)))
+	res, err := a.n.Apply(ctx, state.NewCommand(state.UpdateBagOp(req.GetRelationId(), req.GetOwner(), req.GetSet(), req.GetDelete()...)))
 	if err != nil {
 		return nil, commandStatus(err)
 	}
@@ -153,7 +171,7 @@ func (a *adminServer) SetBag(ctx context.Context, req *adminpb.SetBagRequest) (*
 }
 
 func (a *adminServer) EnsureRelation(ctx context.Context, req *adminpb.EnsureRelationRequest) (*adminpb.EnsureRelationResponse, error) {
-	res, err := a.s.node.Apply(ctx, state.NewCommand(state.EnsureRelationOp(req.GetEndpoint(), req.GetInterface(), req.GetPeer(), req.GetRemoteApp(), req.GetRemoteEndpoint())))
+	res, err := a.n.Apply(ctx, state.NewCommand(state.EnsureRelationOp(req.GetEndpoint(), req.GetInterface(), req.GetPeer(), req.GetRemoteApp(), req.GetRemoteEndpoint())))
 	if err != nil {
 		return nil, commandStatus(err)
 	}
@@ -161,10 +179,10 @@ func (a *adminServer) EnsureRelation(ctx context.Context, req *adminpb.EnsureRel
 }
 
 func (a *adminServer) RemoveUnit(ctx context.Context, req *adminpb.RemoveUnitRequest) (*adminpb.RemoveUnitResponse, error) {
-	if _, err := a.s.node.Apply(ctx, state.NewCommand(state.RemoveUnitOp(req.GetUnit(), 0, "removed by an operator"))); err != nil {
+	if _, err := a.n.Apply(ctx, state.NewCommand(state.RemoveUnitOp(req.GetUnit(), 0, "removed by an operator"))); err != nil {
 		return nil, commandStatus(err)
 	}
-	a.s.log.Info("unit removed by an operator", "unit", req.GetUnit())
+	a.log.Info("unit removed by an operator", "unit", req.GetUnit())
 	return &adminpb.RemoveUnitResponse{}, nil
 }
 
@@ -172,10 +190,10 @@ func (a *adminServer) RemoveMember(ctx context.Context, req *adminpb.RemoveMembe
 	if req.GetId() == "" {
 		return nil, status.Error(codes.InvalidArgument, "no member id given")
 	}
-	if err := a.s.node.RemoveMember(ctx, raft.ServerID(req.GetId())); err != nil {
+	if err := a.n.RemoveMember(ctx, raft.ServerID(req.GetId())); err != nil {
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	}
-	a.s.log.Info("member removed by an operator", "removed", req.GetId())
+	a.log.Info("member removed by an operator", "removed", req.GetId())
 	return &adminpb.RemoveMemberResponse{}, nil
 }
 

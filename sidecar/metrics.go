@@ -5,6 +5,7 @@ import (
 
 	gometrics "github.com/armon/go-metrics"
 	gmprom "github.com/armon/go-metrics/prometheus"
+	"github.com/bagkeeper/bagkeeper/raftstore"
 	"github.com/bagkeeper/bagkeeper/raftstore/state"
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,7 +48,7 @@ func newMetrics(s *Sidecar) *metrics {
 	if sink := raftMetricsSink(); sink != nil {
 		reg.MustRegister(sink)
 	}
-	reg.MustRegister(&stateCollector{s: s})
+	reg.MustRegister(&stateCollector{n: s.node, ready: s.Ready})
 	return &metrics{registry: reg}
 }
 
@@ -68,8 +69,18 @@ var (
 	descDivergedMembers = prometheus.NewDesc("bagkeeper_members_diverged", "Members whose state was found unlike the others' (recorded in the replicated state).", nil, nil)
 )
 
-// stateCollector reads the sidecar's state at scrape time.
-type stateCollector struct{ s *Sidecar }
+// metricsSource is what the metrics need of the raft member.
+type metricsSource interface {
+	Status() raftstore.Status
+	State() *state.State
+	MemberHealth() []raftstore.MemberHealth
+}
+
+// stateCollector reads the member's and the pod's state at scrape time.
+type stateCollector struct {
+	n     metricsSource
+	ready func() (bool, string)
+}
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRaftState, descApplied, descCommit, descTerm, descMembers, descUnits, descRelations, descReady, descUnhealthyMem, descDamaged, descDamagedIndex, descDiverged, descDivergedMembers} {
@@ -78,7 +89,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
-	n := c.s.node
+	n := c.n
 	ms := n.Status()
 	for _, role := range []raft.RaftState{raft.Follower, raft.Candidate, raft.Leader, raft.Shutdown} {
 		v := 0.0
@@ -114,7 +125,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descRelations, prometheus.GaugeValue, float64(len(st.Relations())))
 	ready := 0.0
-	if ok, _ := c.s.Ready(); ok {
+	if ok, _ := c.ready(); ok {
 		ready = 1
 	}
 	ch <- prometheus.MustNewConstMetric(descReady, prometheus.GaugeValue, ready)
