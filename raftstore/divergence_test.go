@@ -92,10 +92,14 @@ func TestDivergedMemberIsFoundAndServesNothing(t *testing.T) {
 		}
 		return nil
 	})
-	why, ok := f.node.Diverged()
-	if !ok {
-		t.Fatal("the diverged follower does not know it")
-	}
+	var why string
+	eventually(t, 10*time.Second, "the diverged follower to know it", func() error {
+		var ok bool
+		if why, ok = f.node.Diverged(); !ok {
+			return errors.New("not yet")
+		}
+		return nil
+	})
 	if st := f.node.Status(); st.Diverged != why {
 		t.Fatalf("status says %q", st.Diverged)
 	}

@@ -314,7 +314,7 @@ func Open(cfg Config) (*Node, error) {
 	n.log.Info("raft started", "address", cfg.Advertise, "existing_state", hasState, "fresh_data_dir", dir.Fresh)
 
 	n.peers = newPeerClients(cfg.Dial)
-	n.grpc = grpc.NewServer()
+	n.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(maxPeerMessage), grpc.MaxSendMsgSize(maxPeerMessage))
 	peerpb.RegisterPeerServer(n.grpc, &peerServer{n: n})
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	obs := make(chan raft.Observation, 64)

@@ -385,6 +385,10 @@ func (n *Node) leave(ctx context.Context) error {
 	return nil
 }
 
+// maxPeerMessage bounds a peer API message: the largest is a forwarded
+// command.
+const maxPeerMessage = state.MaxCommandSize + 1<<20
+
 // peerClients caches one gRPC connection per peer address. Connections
 // resolve the address again whenever they reconnect.
 type peerClients struct {
@@ -408,6 +412,7 @@ func (p *peerClients) get(addr string) (peerpb.PeerClient, error) {
 	}
 	c, err := grpc.NewClient("passthrough:///"+addr,
 		grpc.WithContextDialer(p.dial),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxPeerMessage), grpc.MaxCallSendMsgSize(maxPeerMessage)),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		// Peers come and go (a pod starting, restarting, moving): retry
 		// connecting quickly. Calls fail fast while a peer is unreachable

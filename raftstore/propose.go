@@ -33,6 +33,10 @@ func (n *Node) Apply(ctx context.Context, cmd *storepb.Command) (*storepb.Result
 	if err := n.servable(); err != nil {
 		return nil, err
 	}
+	if size := proto.Size(cmd); size > state.MaxCommandSize {
+		return nil, &state.CommandError{Code: storepb.ErrorCode_TOO_LARGE, Op: -1,
+			Msg: fmt.Sprintf("the changes are %d bytes, over the %d byte limit of one commit", size, state.MaxCommandSize)}
+	}
 	seq := n.session.begin()
 	defer n.session.end(seq)
 	var res *storepb.Result

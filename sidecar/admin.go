@@ -27,7 +27,7 @@ func (s *Sidecar) startAdmin() error {
 		return fmt.Errorf("admin socket %s: %w", s.cfg.AdminSocket, err)
 	}
 	s.adminLn = ln
-	s.adminSrv = grpc.NewServer()
+	s.adminSrv = grpc.NewServer(grpc.MaxRecvMsgSize(adminpb.MaxRequest), grpc.MaxSendMsgSize(adminpb.MaxReply))
 	adminpb.RegisterAdminServer(s.adminSrv, &adminServer{n: s.node, unit: s.Unit, ready: s.Ready, log: s.log})
 	go func() { _ = s.adminSrv.Serve(ln) }()
 	return nil

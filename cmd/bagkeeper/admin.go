@@ -46,7 +46,8 @@ func (a *adminFlags) dial() (adminpb.AdminClient, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("admin socket %s: %w", path, err)
 	}
-	conn, err := grpc.NewClient("unix://"+abs, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("unix://"+abs, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(adminpb.MaxReply), grpc.MaxCallSendMsgSize(adminpb.MaxRequest)))
 	if err != nil {
 		return nil, nil, fmt.Errorf("admin socket %s: %w", path, err)
 	}

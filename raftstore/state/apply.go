@@ -26,6 +26,10 @@ const (
 	MaxLeaderSettingsSize = 16 << 20
 	// MaxCursorSize bounds an event-delivery cursor.
 	MaxCursorSize = 1 << 20
+	// MaxCommandSize bounds one encoded command, hence one raft entry: a
+	// hook's commit may change a full unit bag and a full application bag
+	// at once, with room to spare for the rest.
+	MaxCommandSize = 2*MaxBagSize + 1<<20
 )
 
 // txn builds the next State from the current one. Tables are copied on
