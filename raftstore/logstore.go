@@ -20,9 +20,13 @@ import (
 // stored (received from a leader whose copy is damaged) is refused, so a
 // follower never keeps a damaged copy; the leader, which reported its own
 // damage, hands leadership to a member whose copy is intact.
+//
+// It also tells whether storing works: a failed append (a full disk, an I/O
+// error) is reported through onWrite, and so is the next one that succeeds.
 type checkedLogStore struct {
 	raft.LogStore
 	onDamage func(index uint64, err error)
+	onWrite  func(err error)
 }
 
 func (s *checkedLogStore) GetLog(index uint64, l *raft.Log) error {
@@ -50,5 +54,9 @@ func (s *checkedLogStore) StoreLogs(logs []*raft.Log) error {
 			return fmt.Errorf("refusing to store raft log entry %d: %w", l.Index, err)
 		}
 	}
-	return s.LogStore.StoreLogs(logs)
+	err := s.LogStore.StoreLogs(logs)
+	if s.onWrite != nil {
+		s.onWrite(err)
+	}
+	return err
 }

@@ -84,6 +84,9 @@ type Config struct {
 	Version string
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+
+	// wrapLogStore, if set, wraps the raft log store (tests inject faults).
+	wrapLogStore func(raft.LogStore) raft.LogStore
 }
 
 // AutopilotConfig tunes how the leader maintains the membership.
@@ -207,6 +210,11 @@ type Node struct {
 	observer *raft.Observer
 	session  *clientSession
 	damage   atomic.Pointer[Damage]
+	// writeFailure is set while appending to the raft log fails.
+	writeFailure atomic.Pointer[WriteFailure]
+	// leaderCommit is the leader's commit index as it last said it (a
+	// follower's own commit index never passes what it could store).
+	leaderCommit atomic.Uint64
 	// hashes are this member's state hashes at recent hash points;
 	// lastHashPoint is when this member, as leader, last proposed one (read
 	// and written by the leader loop only).
@@ -279,7 +287,11 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("snapshot store in %s: %w", dir.RaftPath(), err)
 	}
-	logs, err := raft.NewLogCache(512, &checkedLogStore{LogStore: n.bolt, onDamage: n.markDamaged})
+	var logStore raft.LogStore = n.bolt
+	if cfg.wrapLogStore != nil {
+		logStore = cfg.wrapLogStore(logStore)
+	}
+	logs, err := raft.NewLogCache(512, &checkedLogStore{LogStore: logStore, onDamage: n.markDamaged, onWrite: n.logWrite})
 	if err != nil {
 		return nil, err
 	}
@@ -326,7 +338,8 @@ func Open(cfg Config) (*Node, error) {
 		return false
 	})
 	n.raft.RegisterObserver(n.observer)
-	n.wg.Add(6)
+	n.wg.Add(7)
+	go func() { defer n.wg.Done(); n.trackLeaderCommit(n.ctx) }()
 	go func() { defer n.wg.Done(); n.hashes.run(n.ctx, n.log.Debug) }()
 	go func() { defer n.wg.Done(); n.watchLeader(n.ctx, obs) }()
 	go func() { defer n.wg.Done(); n.runNudger(n.ctx) }()
@@ -590,5 +603,72 @@ func (n *Node) markDamaged(index uint64, err error) {
 				n.log.Warn("handing leadership over from a damaged member", "err", err)
 			}
 		}()
+	}
+}
+
+// WriteFailure says why a member cannot append to its raft log.
+type WriteFailure struct {
+	Err   string
+	Since time.Time
+}
+
+func (w WriteFailure) String() string {
+	return fmt.Sprintf("cannot write its raft log since %s: %s; it keeps trying, and is ready again once it can write and has caught up", w.Since.UTC().Format(time.RFC3339), w.Err)
+}
+
+// ErrCannotWrite is wrapped by the error of a call on a member that cannot
+// append to its raft log.
+var ErrCannotWrite = errors.New("this member cannot write its raft log")
+
+// WriteFailed reports whether appending to the raft log fails now.
+func (n *Node) WriteFailed() (WriteFailure, bool) {
+	if w := n.writeFailure.Load(); w != nil {
+		return *w, true
+	}
+	return WriteFailure{}, false
+}
+
+// logWrite records how an append to the raft log went.
+func (n *Node) logWrite(err error) {
+	if err == nil {
+		if w := n.writeFailure.Swap(nil); w != nil {
+			n.log.Info("the raft log can be written again", "failing_since", w.Since.UTC().Format(time.RFC3339))
+		}
+		return
+	}
+	w := &WriteFailure{Err: err.Error(), Since: n.cfg.Now()}
+	if n.writeFailure.CompareAndSwap(nil, w) {
+		// A leader that cannot append steps down by itself (raft does it);
+		// a follower keeps refusing appends, and the leader keeps retrying.
+		n.log.Error("appending to the raft log failed: this member is not ready until it can write again", "err", err)
+	}
+}
+
+// trackLeaderCommit asks the leader for its commit index now and then, so
+// that a follower knows how far behind it is even when it cannot store what
+// the leader sends (see Status.LeaderCommitIndex).
+func (n *Node) trackLeaderCommit(ctx context.Context) {
+	t := time.NewTicker(n.cfg.Autopilot.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		id, addr := n.Leader()
+		if addr == "" || id == n.id {
+			continue
+		}
+		info, err := n.infoOf(ctx, n.addressOf(id, addr), n.cfg.Autopilot.Interval)
+		if err != nil || info.GetServerId() != string(id) {
+			continue
+		}
+		for {
+			cur := n.leaderCommit.Load()
+			if info.GetCommitIndex() <= cur || n.leaderCommit.CompareAndSwap(cur, info.GetCommitIndex()) {
+				break
+			}
+		}
 	}
 }

@@ -124,5 +124,8 @@ func (n *Node) servable() error {
 	if why, ok := n.Diverged(); ok {
 		return fmt.Errorf("%w: %s", ErrDiverged, why)
 	}
+	if w, ok := n.WriteFailed(); ok {
+		return fmt.Errorf("%w: %s", ErrCannotWrite, w)
+	}
 	return nil
 }

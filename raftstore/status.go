@@ -35,6 +35,13 @@ type Status struct {
 	// Diverged says why the member's state was found unlike the others',
 	// empty if it was not.
 	Diverged string
+	// WriteFailure is set while the member cannot append to its raft log.
+	WriteFailure *WriteFailure
+	// LeaderCommitIndex is the leader's commit index as the leader last
+	// said it (the member's own on the leader). A follower that cannot
+	// store what it is sent never raises its own commit index past what
+	// it stored, so only the leader's says how far behind it is.
+	LeaderCommitIndex uint64
 }
 
 // IsLeader reports whether the member led the group at that moment.
@@ -70,5 +77,12 @@ func (n *Node) Status() Status {
 		s.Damage = &d
 	}
 	s.Diverged, _ = n.Diverged()
+	if w, ok := n.WriteFailed(); ok {
+		s.WriteFailure = &w
+	}
+	s.LeaderCommitIndex = max(s.CommitIndex, n.leaderCommit.Load())
+	if s.IsLeader() {
+		s.LeaderCommitIndex = s.CommitIndex
+	}
 	return s
 }

@@ -45,6 +45,9 @@ func (r *readiness) check(member, unit string, now time.Time) (bool, string) {
 	if st.Diverged != "" {
 		return false, st.Diverged
 	}
+	if st.WriteFailure != nil {
+		return false, st.WriteFailure.String()
+	}
 	if unit == "" {
 		if st.LeaderAddress == "" {
 			return false, "no leader known yet (bootstrapping or looking for the cluster; see the log)"
@@ -67,12 +70,12 @@ func (r *readiness) check(member, unit string, now time.Time) (bool, string) {
 	// write by a few entries under a stream of writes; only a lag that lasts
 	// means the member is not caught up (a member that just joined, or that
 	// is replaying its log after a restart, never was).
-	if r.src.CaughtUp(st.CommitIndex) {
+	if r.src.CaughtUp(st.LeaderCommitIndex) {
 		r.caughtUp.Store(now.UnixNano())
 		return true, ""
 	}
 	if last := r.caughtUp.Load(); last == 0 || now.Sub(time.Unix(0, last)) > catchUpGrace {
-		return false, fmt.Sprintf("catching up: the state machine has applied %d of %d", st.StateIndex, st.CommitIndex)
+		return false, fmt.Sprintf("catching up: the state machine has applied %d of the leader's %d", st.StateIndex, st.LeaderCommitIndex)
 	}
 	return true, ""
 }

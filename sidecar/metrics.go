@@ -64,6 +64,7 @@ var (
 	descUnhealthyMem = prometheus.NewDesc("bagkeeper_members_unhealthy", "Members the leader has not heard from recently (reported by the leader only).", nil, nil)
 	descDamaged      = prometheus.NewDesc("bagkeeper_store_damaged", "1 if this member found a raft log entry or its state damaged (checksum mismatch) and serves nothing.", nil, nil)
 	descDamagedIndex = prometheus.NewDesc("bagkeeper_store_damaged_index", "Raft index of the damaged entry, 0 if none.", nil, nil)
+	descWritable     = prometheus.NewDesc("bagkeeper_store_writable", "0 while appending to this member's raft log fails (a full disk, an I/O error), 1 otherwise.", nil, nil)
 	descDiverged     = prometheus.NewDesc("bagkeeper_state_diverged", "1 if this member's state was found unlike the other members' at the same raft index; it serves nothing.", nil, nil)
 	// Members recorded as diverged, as every member knows them.
 	descDivergedMembers = prometheus.NewDesc("bagkeeper_members_diverged", "Members whose state was found unlike the others' (recorded in the replicated state).", nil, nil)
@@ -83,7 +84,7 @@ type stateCollector struct {
 }
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descRaftState, descApplied, descCommit, descTerm, descMembers, descUnits, descRelations, descReady, descUnhealthyMem, descDamaged, descDamagedIndex, descDiverged, descDivergedMembers} {
+	for _, d := range []*prometheus.Desc{descRaftState, descApplied, descCommit, descTerm, descMembers, descUnits, descRelations, descReady, descUnhealthyMem, descDamaged, descDamagedIndex, descDiverged, descDivergedMembers, descWritable} {
 		ch <- d
 	}
 }
@@ -114,6 +115,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		diverged = 1
 	}
 	ch <- prometheus.MustNewConstMetric(descDiverged, prometheus.GaugeValue, diverged)
+	writable := 1.0
+	if ms.WriteFailure != nil {
+		writable = 0
+	}
+	ch <- prometheus.MustNewConstMetric(descWritable, prometheus.GaugeValue, writable)
 	ch <- prometheus.MustNewConstMetric(descDivergedMembers, prometheus.GaugeValue, float64(len(n.State().Divergences())))
 	st := n.State()
 	units := map[state.UnitState]int{}

@@ -1,0 +1,112 @@
+package raftstore
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/bagkeeper/bagkeeper/raftstore/state"
+)
+
+// fullDisk is a log store whose appends fail with ENOSPC while full is set.
+type fullDisk struct {
+	raft.LogStore
+	full *atomic.Bool
+}
+
+func (d fullDisk) StoreLog(l *raft.Log) error { return d.StoreLogs([]*raft.Log{l}) }
+
+func (d fullDisk) StoreLogs(logs []*raft.Log) error {
+	if d.full.Load() {
+		return fmt.Errorf("write raft.db: %w", syscall.ENOSPC)
+	}
+	return d.LogStore.StoreLogs(logs)
+}
+
+// TestMemberThatCannotWriteIsNotReadyAndRecovers fills the disk of a
+// follower, then of the leader (appends fail with ENOSPC), and checks that
+// each says so, serves no writes naming the cause, that the leader steps
+// down, that the follower's lag shows against the leader's commit index
+// (its own stops where it could store), and that both recover on their own
+// once appends work again.
+func TestMemberThatCannotWriteIsNotReadyAndRecovers(t *testing.T) {
+	c := newTestCluster(t, "app")
+	full := map[string]*atomic.Bool{}
+	for _, p := range []string{"app-0", "app-1", "app-2"} {
+		full[p] = &atomic.Bool{}
+		flag := full[p]
+		c.start(p, withExpect(3), func(cfg *Config) {
+			cfg.wrapLogStore = func(s raft.LogStore) raft.LogStore { return fullDisk{LogStore: s, full: flag} }
+		})
+	}
+	l := c.leader(10 * time.Second)
+	rel := mustApply(t, l.node, state.EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
+	f := c.follower(l)
+
+	full[f.pod].Store(true)
+	for i := range 5 {
+		mustApply(t, l.node, state.UpdateBagOp(rel, "app", map[string]string{"n": fmt.Sprint(i)}))
+	}
+	eventually(t, 10*time.Second, f.pod+" to report that it cannot write", func() error {
+		st := f.node.Status()
+		if st.WriteFailure == nil || !strings.Contains(st.WriteFailure.Err, "no space left on device") {
+			return fmt.Errorf("status %+v", st.WriteFailure)
+		}
+		if f.node.CaughtUp(st.LeaderCommitIndex) {
+			return fmt.Errorf("caught up with the leader's commit index %d, though it stored nothing since", st.LeaderCommitIndex)
+		}
+		return nil
+	})
+	_, err := f.node.Apply(applyCtx(t), state.NewCommand(state.UpdateBagOp(rel, "app", map[string]string{"via": "full follower"})))
+	if !errors.Is(err, ErrCannotWrite) || !strings.Contains(err.Error(), "no space left on device") {
+		t.Fatalf("a write through the full follower: %v", err)
+	}
+	full[f.pod].Store(false)
+	eventually(t, 10*time.Second, f.pod+" to write and catch up again", func() error {
+		st := f.node.Status()
+		if st.WriteFailure != nil || !f.node.CaughtUp(st.LeaderCommitIndex) {
+			return fmt.Errorf("write failure %v, applied %d of %d", st.WriteFailure, st.StateIndex, st.LeaderCommitIndex)
+		}
+		return nil
+	})
+	if b, _ := f.node.State().Bag(rel, "app"); b.Data.Value("n") != "4" {
+		t.Fatalf("after recovering: %v", b.Data)
+	}
+
+	// The leader's disk fills: it steps down, and another member leads.
+	full[l.pod].Store(true)
+	_, _ = l.node.Apply(applyCtx(t), state.NewCommand(state.UpdateBagOp(rel, "app", map[string]string{"n": "on a full leader"})))
+	eventually(t, 10*time.Second, "another member to lead", func() error {
+		if l.node.IsLeader() {
+			return errors.New("the full leader still leads")
+		}
+		for _, n := range c.running() {
+			if n != l && n.node.IsLeader() {
+				return nil
+			}
+		}
+		return errors.New("no leader")
+	})
+	if _, ok := l.node.WriteFailed(); !ok {
+		t.Fatal("the full leader does not report that it cannot write")
+	}
+	full[l.pod].Store(false)
+	nl := c.leader(10 * time.Second)
+	mustApply(t, nl.node, state.UpdateBagOp(rel, "app", map[string]string{"n": "after"}))
+	eventually(t, 10*time.Second, "the old leader to write and catch up again", func() error {
+		st := l.node.Status()
+		if st.WriteFailure != nil || !l.node.CaughtUp(st.LeaderCommitIndex) {
+			return fmt.Errorf("write failure %v, applied %d of %d", st.WriteFailure, st.StateIndex, st.LeaderCommitIndex)
+		}
+		if b, _ := l.node.State().Bag(rel, "app"); b.Data.Value("n") != "after" {
+			return fmt.Errorf("bag %v", b.Data)
+		}
+		return nil
+	})
+}
