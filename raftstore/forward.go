@@ -51,6 +51,7 @@ type leaderCall struct {
 func (n *Node) onLeader(ctx context.Context, call leaderCall) error {
 	backoff := 5 * time.Millisecond
 	var last error
+	sent := false
 	for attempt := 1; ; attempt++ {
 		changed := n.leaderChanged()
 		err := n.attempt(ctx, call, changed)
@@ -61,6 +62,9 @@ func (n *Node) onLeader(ctx context.Context, call leaderCall) error {
 			return err
 		}
 		last = err
+		// Only a call that never left this member for want of a leader is
+		// known not to have reached one.
+		sent = sent || !errors.Is(err, errNoLeader)
 		// A leadership change is the reason to try again at once; otherwise
 		// back off a little (no leader yet, a refused connection).
 		wait := backoff
@@ -72,7 +76,11 @@ func (n *Node) onLeader(ctx context.Context, call leaderCall) error {
 		}
 		select {
 		case <-ctx.Done():
-			return &NotCommittedError{What: call.what, Attempts: attempt, Last: last, Err: ctx.Err()}
+			e := &NotCommittedError{What: call.what, Attempts: attempt, Last: last, Err: ctx.Err(), MaySucceed: sent}
+			if errors.Is(last, errNoLeader) {
+				e.Voters, e.Reachable = n.reachableVoters()
+			}
+			return e
 		case <-n.ctx.Done():
 			return raft.ErrRaftShutdown
 		case <-changed:
@@ -129,20 +137,51 @@ var (
 	errAttemptTimeout = errors.New("the leader did not answer")
 )
 
-// NotCommittedError is a call on the leader that ran out of time. For a
-// command, the outcome is unknown: the last attempt may still commit.
+// NotCommittedError is a call on the leader that ran out of time. If
+// MaySucceed, an attempt reached a leader and may still commit; otherwise
+// no leader was ever known, and nothing was committed.
 type NotCommittedError struct {
-	What     string
-	Attempts int
-	Last     error
-	Err      error // the context's error
+	What       string
+	Attempts   int
+	Last       error
+	Err        error // the context's error
+	MaySucceed bool
+	// Voters and Reachable count the configuration's voters and how many
+	// answered, when no leader was known.
+	Voters, Reachable int
 }
 
 func (e *NotCommittedError) Error() string {
-	return fmt.Sprintf("%s: no answer from a leader in time (%d attempts; last: %v); it may or may not have been committed", e.What, e.Attempts, e.Last)
+	if !e.MaySucceed {
+		if e.Voters > 0 {
+			return fmt.Sprintf("%s: no raft leader (%d of %d voters reachable; a leader needs %d); not committed", e.What, e.Reachable, e.Voters, e.Voters/2+1)
+		}
+		return fmt.Sprintf("%s: no raft leader is known; not committed", e.What)
+	}
+	return fmt.Sprintf("%s: no answer from the leader in time (%d attempts; last: %v); it may or may not have been committed", e.What, e.Attempts, e.Last)
 }
 
 func (e *NotCommittedError) Unwrap() error { return e.Err }
+
+// reachableVoters counts the voters of the configuration and how many of
+// them answer now (this member included, if it votes), within a short time.
+func (n *Node) reachableVoters() (voters, reachable int) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	members, err := n.ProbeMembers(ctx, 500*time.Millisecond)
+	if err != nil {
+		return 0, 0
+	}
+	for _, m := range members {
+		if m.Server.Suffrage == raft.Voter {
+			voters++
+			if m.Info != nil {
+				reachable++
+			}
+		}
+	}
+	return voters, reachable
+}
 
 // retryable reports whether a call on the leader failed in a way that a
 // retry (on the same or a new leader) may cure.

@@ -72,7 +72,7 @@ func (n *Node) Apply(ctx context.Context, cmd *storepb.Command) (*storepb.Result
 		return nil, err
 	}
 	if _, err := n.fsm.WaitIndex(ctx, res.GetIndex()); err != nil {
-		return nil, err
+		return nil, &CommittedError{Index: res.GetIndex(), Err: err}
 	}
 	return res, state.ResultError(res)
 }

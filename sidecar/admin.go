@@ -2,7 +2,6 @@ package sidecar
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -197,21 +196,6 @@ func (a *adminServer) RemoveMember(ctx context.Context, req *adminpb.RemoveMembe
 	return &adminpb.RemoveMemberResponse{}, nil
 }
 
-// commandStatus maps a command error onto a gRPC status the CLI can show.
-func commandStatus(err error) error {
-	var ce *state.CommandError
-	if errors.As(err, &ce) {
-		code := codes.FailedPrecondition
-		switch {
-		case errors.Is(err, state.ErrNotFound):
-			code = codes.NotFound
-		case errors.Is(err, state.ErrInvalid), errors.Is(err, state.ErrTooLarge):
-			code = codes.InvalidArgument
-		}
-		return status.Error(code, ce.Msg)
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return status.Errorf(codes.DeadlineExceeded, "no answer from the cluster in time (is there a leader?): %v", err)
-	}
-	return status.Error(codes.Unavailable, err.Error())
-}
+// commandStatus maps an error of the store onto the gRPC status the CLI
+// shows (raftstore's one table of errors).
+func commandStatus(err error) error { return raftstore.GRPCStatus(err) }
