@@ -321,6 +321,15 @@ func (a *Agent) runUnit(ctx context.Context, unit string) error {
 		if err != nil {
 			return err
 		}
+		if a.cfg.Ready != nil {
+			// A member that fell behind (cut off, replaying, unable to
+			// write) decides no hook from its stale state.
+			if ready, why := a.cfg.Ready(); !ready {
+				log.Debug("no hook while the member is not ready", "why", why)
+				a.wait(ctx, changed, cur)
+				continue
+			}
+		}
 		v := View{State: st, Unit: unit, Pod: a.cfg.Pod, ConfigHash: a.configHash(), Now: a.now(), UpdateStatusEvery: a.cfg.UpdateStatusEvery}
 		h, ok := Next(v, cur)
 		if failed != nil && bytes.Equal(failedAt, st.Cursor(unit)) {

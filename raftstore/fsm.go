@@ -107,7 +107,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 	case err != nil:
 		f.halted.Store(true)
 		if f.fatal != nil {
-			f.fatal(fmt.Errorf("%w: upgrade this member to the version the rest of the cluster runs", err))
+			f.fatal(fmt.Errorf("%w: this member cannot apply it; run the same bagkeeper version on every member (see the upgrade note in docs/operations.md)", err))
 		}
 		<-f.halt
 		return &storepb.Result{ErrorCode: storepb.ErrorCode_UNSUPPORTED, ErrorMessage: "command needs a newer bagkeeper", Index: l.Index}

@@ -571,7 +571,7 @@ var ErrDamaged = errors.New("this member's raft store is damaged")
 // Damage says why a member must not serve: part of its raft log or state
 // does not match its checksum.
 type Damage struct {
-	// Index is the raft index of the damaged entry (0 for a snapshot).
+	// Index is the raft index of the damaged entry.
 	Index uint64
 	Cause string
 	Since time.Time

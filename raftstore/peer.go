@@ -85,6 +85,10 @@ func (s *peerServer) Apply(ctx context.Context, req *peerpb.ApplyRequest) (*peer
 	err := s.relay(ctx, req.GetHops(), leaderCall{
 		what: "command",
 		local: func(ctx context.Context) error {
+			if err := n.servable(); err != nil {
+				// Let the caller try the next leader.
+				return status.Error(codes.Unavailable, err.Error())
+			}
 			r, err := n.propose(ctx, &cmd)
 			res = r
 			return err

@@ -7,6 +7,8 @@ import (
 
 	"github.com/bagkeeper/bagkeeper/raftstore/peerpb"
 	"github.com/bagkeeper/bagkeeper/raftstore/state"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Reads that see every committed write (linearizable reads), as the Raft
@@ -99,6 +101,9 @@ func (s *peerServer) ReadIndex(ctx context.Context, req *peerpb.ReadIndexRequest
 	err := s.relay(ctx, req.GetHops(), leaderCall{
 		what: "read index",
 		local: func(ctx context.Context) error {
+			if err := s.n.servable(); err != nil {
+				return status.Error(codes.Unavailable, err.Error())
+			}
 			i, err := s.n.readIndexLocal(ctx)
 			index = i
 			return err

@@ -155,6 +155,9 @@ func statusJSON(st *adminpb.StatusResponse) map[string]any {
 		} else {
 			mm["error"] = m.GetError()
 		}
+		if d := m.GetDiverged(); d != "" {
+			mm["diverged"] = d
+		}
 		members = append(members, mm)
 	}
 	units := []map[string]any{}
@@ -164,6 +167,10 @@ func statusJSON(st *adminpb.StatusResponse) map[string]any {
 			"since": time.Unix(0, u.GetSinceUnixNano()).UTC().Format(time.RFC3339), "reason": u.GetReason(),
 			"workload_status": u.GetWorkloadStatus(), "workload_message": u.GetWorkloadMessage(), "hook_error": u.GetHookError(),
 		})
+	}
+	waiting := []map[string]any{}
+	for _, c := range st.GetWaiting() {
+		waiting = append(waiting, map[string]any{"member": c.GetMember(), "pod": c.GetPod(), "since": time.Unix(0, c.GetSinceUnixNano()).UTC().Format(time.RFC3339)})
 	}
 	relations := []map[string]any{}
 	for _, r := range st.GetRelations() {
@@ -176,7 +183,7 @@ func statusJSON(st *adminpb.StatusResponse) map[string]any {
 		"app": st.GetApp(), "cluster_id": st.GetClusterId(), "self": st.GetSelf(), "unit": st.GetUnit(),
 		"leader": st.GetLeader(), "term": st.GetTerm(), "commit_index": st.GetCommitIndex(), "applied_index": st.GetAppliedIndex(),
 		"ready": st.GetReady(), "not_ready_reason": st.GetNotReadyReason(),
-		"members": members, "units": units, "relations": relations,
+		"members": members, "units": units, "waiting": waiting, "relations": relations,
 	}
 }
 
@@ -208,9 +215,17 @@ func printStatus(w io.Writer, st *adminpb.StatusResponse, now time.Time) {
 				contact = roundDuration(time.Duration(lc)) + " ago"
 			}
 		}
+		if m.GetDiverged() != "" {
+			state += " DIVERGED"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.GetId(), strings.ToLower(m.GetSuffrage()), m.GetAddress(), state, applied, contact)
 	}
 	tw.Flush()
+	for _, m := range st.GetMembers() {
+		if d := m.GetDiverged(); d != "" {
+			fmt.Fprintf(w, "%s: state diverged from the group's %s; it serves nothing: move its data dir away and restart it\n", m.GetId(), d)
+		}
+	}
 	fmt.Fprintln(w)
 
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -230,6 +245,9 @@ func printStatus(w io.Writer, st *adminpb.StatusResponse, now time.Time) {
 	}
 	if len(units) == 0 {
 		fmt.Fprintln(tw, "(none)\t\t\t\t\t")
+	}
+	for _, c := range st.GetWaiting() {
+		fmt.Fprintf(tw, "(waiting)\t-\t%s\t%s ago\t-\tpod %s waits for a unit: the declared scale is reached\n", c.GetMember(), roundDuration(now.Sub(time.Unix(0, c.GetSinceUnixNano()))), c.GetPod())
 	}
 	tw.Flush()
 	fmt.Fprintln(w)

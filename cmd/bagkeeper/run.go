@@ -89,7 +89,7 @@ func newRunFlags(e *env) *runFlags {
 	fs.BoolVar(&f.insecure, "insecure", false, "allow a peer port without TLS and without a join token")
 	fs.StringVar(&f.unitMode, "unit-mode", "auto", "how the pod gets its unit (`mode`): auto, ordinal (pod <app>-N is unit <app>/N) or claim")
 	fs.IntVar(&f.units, "units", 0, "the application's declared `number` of units (the chart's replicas): a pod without an ordinal\nnever creates a unit beyond it and waits for one instead; 0 = no limit")
-	fs.DurationVar(&f.unitTakeoverAfter, "unit-takeover-after", 30*time.Second, "while a pod waits for a unit, the leader frees for it the unit of a member unreachable this long;\nthe old holder can commit nothing more for it")
+	fs.DurationVar(&f.unitTakeoverAfter, "unit-takeover-after", 30*time.Second, "while a pod waits for a unit, the leader frees for it the unit of a member unreachable this long\n(0: the default); the old holder can commit nothing more for it")
 	fs.DurationVar(&f.unitReleaseAfter, "unit-release-after", 5*time.Minute, "the leader releases the unit of a member unreachable this long (units claimed without an ordinal only)")
 	fs.DurationVar(&f.unitRemoveAfter, "unit-remove-after", 10*time.Minute, "a released unit unclaimed this long is removed")
 	fs.StringVar(&f.leaveOnStop, "leave-on-stop", "auto", "whether to leave the raft group on graceful stop (`mode`): auto (when the pod has no ordinal), true or false")

@@ -73,7 +73,7 @@ func DecodeEntry(data []byte) (*storepb.Command, error) {
 
 func entryBody(data []byte) ([]byte, error) {
 	if len(data) > 0 && data[0] != entryFormat {
-		return nil, fmt.Errorf("%w: the entry was written by a bagkeeper older than format %d (no checksum); a group created by it must be created anew", ErrUnsupported, entryFormat)
+		return nil, fmt.Errorf("%w: the entry was written by a bagkeeper older than log format %d (no checksum), which this one does not read; a group created by such a build must be created anew (see the upgrade note in docs/operations.md)", ErrUnsupported, entryFormat)
 	}
 	if len(data) < envelopeSize {
 		return nil, fmt.Errorf("%w: entry of %d bytes is shorter than its envelope", ErrCorrupt, len(data))
