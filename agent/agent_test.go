@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -567,3 +568,83 @@ func TestNoHookRunsUntilTheMemberHasCaughtUp(t *testing.T) {
 		return nil
 	})
 }
+
+// TestAPodThatMovesToAnotherUnitStartsThatUnitsLife: the pod's unit app/0
+// is taken over; the pod then gets a new unit, app/2, and later another
+// pod's released unit app/1. Each unit's life goes on from its own cursor:
+// the new unit runs Juju's first-start sequence, the existing one the
+// pod-churn sequence; no hook of a unit runs after the pod lost it, and
+// every hook sees the unit it runs for.
+func TestAPodThatMovesToAnotherUnitStartsThatUnitsLife(t *testing.T) {
+	s := newMemStore(t)
+	rel := twoUnits(s) // app/0 (this pod, leader), app/1 (another pod)
+	var unit atomic.Value
+	unit.Store("app/0")
+	dir := charm(t, `echo "$JUJU_UNIT_NAME $JUJU_HOOK_NAME ${JUJU_REMOTE_UNIT:-}" >> "$JUJU_CHARM_DIR/units.log"`)
+	a := startAgent(t, s, dir, func(c *Config) { c.Unit = func() string { return unit.Load().(string) } })
+	runs := func() []string {
+		b, _ := os.ReadFile(filepath.Join(dir, "units.log"))
+		var out []string
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			out = append(out, strings.TrimSpace(l))
+		}
+		return out
+	}
+	waitFor(t, "app/0's first-start sequence", func() error {
+		if !slices.Contains(runs(), "app/0 cluster-relation-changed app/1") {
+			return fmt.Errorf("%q", runs())
+		}
+		return nil
+	})
+	// app/1's own pod runs its first hooks too (its cursor is in the store).
+	s.Must(state.SetCursorOp("app/1", Cursor{Installed: true, Started: true, Pod: "pod-of-app-1", ConfigHash: a.configHash()}.Encode()))
+	// Another member takes app/0 over; this pod then claims a new unit.
+	s.Must(state.ClaimUnitOp("app-0/other", "other-pod", 0, 0))
+	s.Must(state.ClaimUnitOp(memberOf(a), "pod-1", 2, 0))
+	unit.Store("app/2")
+	waitFor(t, "app/2's first-start sequence", func() error {
+		if !slices.Contains(runs(), "app/2 cluster-relation-changed app/1") {
+			return fmt.Errorf("%q", runs())
+		}
+		return nil
+	})
+	var app2 []string
+	for _, r := range runs() {
+		if strings.HasPrefix(r, "app/2 ") {
+			app2 = append(app2, strings.TrimSpace(strings.TrimPrefix(r, "app/2 ")))
+		}
+	}
+	want := []string{"install", "cluster-relation-created", "leader-settings-changed", "config-changed", "start"}
+	if len(app2) < len(want) || !slices.Equal(app2[:len(want)], want) {
+		t.Fatalf("app/2 began with %q, want Juju's first-start sequence %q", app2, want)
+	}
+	// app/1's pod stops and releases it; this pod claims it: the pod-churn
+	// sequence of an existing unit, from app/1's own cursor.
+	n := len(runs())
+	s.Must(state.ReleaseUnitOp("app/1", "", "pod stopped"), state.ReleaseUnitOp("app/2", "", "pod moved"))
+	s.Must(state.ClaimUnitOp(memberOf(a), "pod-1", 1, 0))
+	unit.Store("app/1")
+	waitFor(t, "app/1's pod-churn sequence", func() error {
+		if !slices.Contains(runs()[n:], "app/1 start") {
+			return fmt.Errorf("%q", runs()[n:])
+		}
+		return nil
+	})
+	var app1 []string
+	for _, r := range runs()[n:] {
+		if strings.HasPrefix(r, "app/1 ") {
+			app1 = append(app1, strings.TrimSpace(strings.TrimPrefix(r, "app/1 ")))
+		}
+	}
+	if len(app1) < 4 || !slices.Equal(app1[:4], []string{"upgrade-charm", "config-changed", "leader-settings-changed", "start"}) {
+		t.Fatalf("app/1 began with %q, want the pod-churn sequence", app1)
+	}
+	for _, r := range runs()[n:] {
+		if strings.HasPrefix(r, "app/0 ") || strings.HasPrefix(r, "app/2 ") {
+			t.Fatalf("a hook ran for a unit the pod no longer held: %q", r)
+		}
+	}
+	_ = rel
+}
+
+func memberOf(a *testAgent) string { return a.cfg.Member }

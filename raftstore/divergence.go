@@ -100,7 +100,7 @@ func (n *Node) checkStates(ctx context.Context) {
 	if n.cfg.StateCheckInterval > 0 && now.Sub(n.lastHashPoint) >= n.cfg.StateCheckInterval {
 		n.lastHashPoint = now
 		go func() {
-			actx, cancel := context.WithTimeout(ctx, n.attemptTimeout())
+			actx, cancel := context.WithTimeout(ctx, n.attemptTimeout(0))
 			defer cancel()
 			if _, err := n.Apply(actx, state.NewCommand(state.HashStateOp())); err != nil {
 				n.log.Debug("hash point not committed", "err", err)
@@ -143,7 +143,7 @@ func (n *Node) checkStates(ctx context.Context) {
 
 // leaderDuty commits one op of the leader's own.
 func (n *Node) leaderDuty(ctx context.Context, what string, op *storepb.Op) {
-	actx, cancel := context.WithTimeout(ctx, n.attemptTimeout())
+	actx, cancel := context.WithTimeout(ctx, n.attemptTimeout(0))
 	defer cancel()
 	if _, err := n.Apply(actx, state.NewCommand(op)); err != nil {
 		n.log.Warn(what, "err", err)

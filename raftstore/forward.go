@@ -31,15 +31,21 @@ import (
 //
 // The whole call ends when ctx ends.
 
-// attemptTimeout bounds one attempt of a call on the leader.
-func (n *Node) attemptTimeout() time.Duration {
-	return max(4*n.cfg.ElectionTimeout, 2*time.Second)
+// attemptTimeout bounds one attempt of a call on the leader. A large
+// command takes longer: it is sent, written on the leader and sent to
+// every follower before it commits, so each MiB adds half a second. (A
+// paused leader is left as soon as another is elected, whatever this
+// says: see onLeader.)
+func (n *Node) attemptTimeout(size int) time.Duration {
+	return max(4*n.cfg.ElectionTimeout, 2*time.Second) + time.Duration(size)*(time.Second/2)/(1<<20)
 }
 
 // leaderCall is one call to be made on the leader.
 type leaderCall struct {
 	// what names the call in errors ("apply", "join web-1/x", ...).
 	what string
+	// size is how many bytes the call carries (it scales its deadline).
+	size int
 	// local runs the call on this member, which leads.
 	local func(ctx context.Context) error
 	// remote runs the call on the leader through c.
@@ -102,7 +108,8 @@ func (n *Node) attempt(ctx context.Context, call leaderCall, changed <-chan stru
 	if err != nil {
 		return err
 	}
-	actx, cancel := context.WithTimeout(ctx, n.attemptTimeout())
+	timeout := n.attemptTimeout(call.size)
+	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	moved := make(chan struct{})
 	go func() {
@@ -123,7 +130,7 @@ func (n *Node) attempt(ctx context.Context, call leaderCall, changed <-chan stru
 	default:
 	}
 	if ctx.Err() == nil && actx.Err() != nil {
-		return fmt.Errorf("%w: %s did not answer within %s", errAttemptTimeout, id, n.attemptTimeout())
+		return fmt.Errorf("%w: %s did not answer within %s", errAttemptTimeout, id, timeout)
 	}
 	return err
 }

@@ -84,6 +84,7 @@ func (s *peerServer) Apply(ctx context.Context, req *peerpb.ApplyRequest) (*peer
 	var res *storepb.Result
 	err := s.relay(ctx, req.GetHops(), leaderCall{
 		what: "command",
+		size: len(req.GetCommand()),
 		local: func(ctx context.Context) error {
 			if err := n.servable(); err != nil {
 				// Let the caller try the next leader.

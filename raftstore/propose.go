@@ -33,7 +33,8 @@ func (n *Node) Apply(ctx context.Context, cmd *storepb.Command) (*storepb.Result
 	if err := n.servable(); err != nil {
 		return nil, err
 	}
-	if size := proto.Size(cmd); size > state.MaxCommandSize {
+	size := proto.Size(cmd)
+	if size > state.MaxCommandSize {
 		return nil, &state.CommandError{Code: storepb.ErrorCode_TOO_LARGE, Op: -1,
 			Msg: fmt.Sprintf("the changes are %d bytes, over the %d byte limit of one commit", size, state.MaxCommandSize)}
 	}
@@ -42,6 +43,7 @@ func (n *Node) Apply(ctx context.Context, cmd *storepb.Command) (*storepb.Result
 	var res *storepb.Result
 	call := leaderCall{
 		what: "command",
+		size: size,
 		local: func(ctx context.Context) error {
 			c := proto.Clone(cmd).(*storepb.Command)
 			c.Client = n.session.request(seq)

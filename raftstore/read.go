@@ -77,7 +77,7 @@ func (n *Node) ReadIndex(ctx context.Context) (uint64, error) {
 func (n *Node) readIndexLocal(ctx context.Context) (uint64, error) {
 	term := n.raft.CurrentTerm()
 	if n.barrierTerm.Load() != term {
-		timeout := n.attemptTimeout()
+		timeout := n.attemptTimeout(0)
 		if dl, ok := ctx.Deadline(); ok {
 			timeout = min(timeout, max(0, time.Until(dl)))
 		}
