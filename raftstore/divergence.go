@@ -2,9 +2,9 @@ package raftstore
 
 import (
 	"bytes"
-	"errors"
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
