@@ -303,6 +303,16 @@ func (n *Node) initCluster(ctx context.Context) error {
 		return err
 	}
 	s := n.fsm.State()
+	if p := n.recovery; p != nil && s.App() == n.cfg.App {
+		if gen, _, _ := s.Generation(); gen < p.Generation {
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			if _, err := n.Apply(ctx, state.NewCommand(state.StartGenerationOp(p.Generation, p.Plan))); err != nil {
+				return fmt.Errorf("recording generation %d of recovery plan %s: %w", p.Generation, p.Plan, err)
+			}
+			n.log.Warn("the recovered group starts a new generation", "generation", p.Generation, "plan", p.Plan)
+		}
+	}
 	switch {
 	case s.App() == n.cfg.App:
 		return nil

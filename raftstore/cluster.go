@@ -13,6 +13,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/bagkeeper/bagkeeper/raftstore/peerpb"
 	"github.com/bagkeeper/bagkeeper/raftstore/transport"
@@ -286,6 +288,11 @@ func serverIDs(s []*peerpb.Server) []string {
 // member as a non-voter or records a changed address.
 func (n *Node) register(ctx context.Context, peers []peerInfo) {
 	req := &peerpb.JoinRequest{ServerId: string(n.id), Address: n.cfg.Advertise, App: n.cfg.App, Pod: n.dir.Identity.Pod}
+	// Which group and generation this member's state is of, as it brought
+	// it (a restarted member applies nothing of its log until a leader says
+	// what is committed; a new member may be sent the state of the
+	// generation just before the one its leader starts).
+	req.ClusterId, req.Generation = n.brought.ClusterID, n.brought.Generation
 	if n.IsLeader() {
 		if _, err := n.admit(n.id, raft.ServerAddress(n.cfg.Advertise)); err != nil {
 			n.log.Warn("updating own address", "err", err)
@@ -305,10 +312,16 @@ func (n *Node) register(ctx context.Context, peers []peerInfo) {
 		resp, err := c.Join(jctx, req)
 		cancel()
 		if err != nil {
+			if s, ok := status.FromError(err); ok && s.Code() == codes.FailedPrecondition && strings.HasPrefix(s.Message(), errOutdated) {
+				if n.outdated.Swap(ptr(s.Message())) == nil {
+					n.log.Error("this member's state is from before a recovery of its group: it serves nothing", "err", s.Message())
+				}
+			}
 			lastErr = err
 			continue
 		}
 		n.registered.Store(true)
+		n.outdated.Store(nil)
 		n.log.Info("registered with the leader", "outcome", resp.GetOutcome(), "leader", resp.GetLeaderId())
 		return
 	}
@@ -403,4 +416,15 @@ func (n *Node) logThrottledAt(level slog.Level, key, msg string, args ...any) {
 	}
 	n.throttleMu.Unlock()
 	n.log.Debug(msg, args...)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// Outdated reports whether this member was refused by its group for
+// holding the state of a generation before a recovery, and why.
+func (n *Node) Outdated() (string, bool) {
+	if p := n.outdated.Load(); p != nil {
+		return *p, true
+	}
+	return "", false
 }

@@ -548,69 +548,6 @@ func TestForwardedWriteDoesNotWaitForTheCommitTimeout(t *testing.T) {
 	}
 }
 
-// TestRecoveryFromASurvivorAfterMajorityLoss: two of three members are lost
-// for good; the operator forces the survivor's configuration, once offline
-// and once staged for the next start. The survivor leads alone with every
-// committed write.
-func TestRecoveryFromASurvivorAfterMajorityLoss(t *testing.T) {
-	for _, staged := range []bool{false, true} {
-		t.Run(fmt.Sprintf("staged=%v", staged), func(t *testing.T) {
-			c := newTestCluster(t, "app")
-			for _, p := range []string{"app-0", "app-1", "app-2"} {
-				c.start(p, withExpect(3))
-			}
-			l := c.leader(10 * time.Second)
-			rel := mustApply(t, l.node, state.EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
-			mustApply(t, l.node, state.UpdateBagOp(rel, "app", map[string]string{"k": "v"}))
-			survivor := c.running()[0]
-			eventually(t, 5*time.Second, "survivor has the write", func() error {
-				if b, ok := survivor.node.State().Bag(rel, "app"); !ok || b.Data.Value("k") != "v" {
-					return errors.New("not yet")
-				}
-				return nil
-			})
-			id, addr, dir := survivor.node.ID(), survivor.ln.Advertise(), survivor.dir
-			for _, n := range c.running() {
-				c.crash(n.pod)
-				if n != survivor {
-					c.wipe(n.pod)
-				}
-			}
-			cfg := raft.Configuration{Servers: []raft.Server{{ID: id, Address: raft.ServerAddress(addr), Suffrage: raft.Voter}}}
-			other := raft.Configuration{Servers: []raft.Server{{ID: "app-9/x", Address: "h:1", Suffrage: raft.Voter}}}
-			if staged {
-				if err := StageRecovery(dir, "app", other); err == nil || !strings.Contains(err.Error(), "not in the recovery configuration") {
-					t.Fatalf("staging a configuration without this member: %v", err)
-				}
-				if err := StageRecovery(dir, "app", cfg); err != nil {
-					t.Fatal(err)
-				}
-			} else {
-				if err := Recover(dir, "app", other, slog.Default()); err == nil {
-					t.Fatal("recovery without this member was accepted")
-				}
-				if err := Recover(dir, "app", cfg, slog.Default()); err != nil {
-					t.Fatal(err)
-				}
-			}
-			back := c.start(survivor.pod, atAddr(addr))
-			eventually(t, 10*time.Second, "the survivor leads alone", func() error {
-				if !back.node.IsLeader() {
-					return errors.New("not leader")
-				}
-				return nil
-			})
-			if b, ok := back.node.State().Bag(rel, "app"); !ok || b.Data.Value("k") != "v" {
-				t.Fatalf("committed write lost in recovery: %v", b)
-			}
-			mustApply(t, back.node, state.UpdateBagOp(rel, "app", map[string]string{"after": "recovery"}))
-			if _, err := os.Stat(filepath.Join(dir, RecoveryFile)); !os.IsNotExist(err) {
-				t.Fatalf("staged recovery file still there: %v", err)
-			}
-		})
-	}
-}
-
 // TestRemoveMemberKeepsAQuorum: an operator removes members that are gone
 // for good (a StatefulSet scaled down); the leader hands over first if it
 // is the one to go; a removal that would leave no quorum is refused.

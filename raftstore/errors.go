@@ -57,7 +57,7 @@ func GRPCStatus(err error) error {
 	switch {
 	case errors.As(err, &ce):
 		return status.Error(commandCode(ce.Code), ce.Msg+" (refused; nothing was committed)")
-	case errors.Is(err, ErrDamaged), errors.Is(err, ErrDiverged), errors.Is(err, ErrCannotWrite):
+	case errors.Is(err, ErrDamaged), errors.Is(err, ErrDiverged), errors.Is(err, ErrCannotWrite), errors.Is(err, ErrOutdated):
 		return status.Error(codes.Unavailable, err.Error()+"; not committed")
 	case errors.As(err, &nc):
 		if nc.MaySucceed {
@@ -81,7 +81,7 @@ func isOurs(err error) bool {
 	var nc *NotCommittedError
 	var committed *CommittedError
 	return errors.As(err, &ce) || errors.As(err, &nc) || errors.As(err, &committed) ||
-		errors.Is(err, ErrDamaged) || errors.Is(err, ErrDiverged) || errors.Is(err, ErrCannotWrite)
+		errors.Is(err, ErrDamaged) || errors.Is(err, ErrDiverged) || errors.Is(err, ErrCannotWrite) || errors.Is(err, ErrOutdated)
 }
 
 func commandCode(c storepb.ErrorCode) codes.Code {

@@ -24,6 +24,9 @@ type Identity struct {
 	Pod         string    `json:"pod"`
 	Incarnation string    `json:"incarnation"`
 	Created     time.Time `json:"created"`
+	// JoinOnly: this incarnation was made when a recovery set the member's
+	// state aside; it may only join the recovered group, never bootstrap.
+	JoinOnly bool `json:"join_only,omitempty"`
 }
 
 // ServerID is the raft id: "<pod>/<incarnation>".
@@ -92,13 +95,17 @@ func OpenDataDir(path, app, pod string) (*DataDir, error) {
 			d.Close()
 		}
 	}()
+	joinOnly, err := setAsideForRecovery(path)
+	if err != nil {
+		return nil, err
+	}
 	b, err := os.ReadFile(filepath.Join(path, identityFile))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		if entries, _ := os.ReadDir(filepath.Join(path, raftDir)); len(entries) > 0 {
 			return nil, fmt.Errorf("data dir %s holds raft state but no %s: it was not written by bagkeeper or is damaged; move it away to let this member rejoin with an empty disk", path, identityFile)
 		}
-		d.Identity = Identity{App: app, Pod: pod, Incarnation: newIncarnation(), Created: time.Now().UTC()}
+		d.Identity = Identity{App: app, Pod: pod, Incarnation: newIncarnation(), Created: time.Now().UTC(), JoinOnly: joinOnly}
 		d.Fresh = true
 		if err := writeFileAtomic(filepath.Join(path, identityFile), d.Identity); err != nil {
 			return nil, fmt.Errorf("data dir %s: writing identity: %w", path, err)
@@ -161,4 +168,29 @@ func writeFileAtomic(path string, v any) error {
 	}
 	defer dir.Close()
 	return dir.Sync()
+}
+
+// setAsideForRecovery carries out a recovery plan that makes this member
+// rejoin: its identity and raft state move to before-recovery-<plan>/ in
+// the data dir (kept, not deleted), and it starts as a new incarnation
+// that may only join. It reports whether it did so.
+func setAsideForRecovery(path string) (bool, error) {
+	p, err := readStagedPlan(path)
+	if err != nil || p == nil || p.Role != RoleRejoin {
+		return false, err
+	}
+	aside := filepath.Join(path, "before-recovery-"+p.Plan)
+	if err := os.MkdirAll(aside, 0o750); err != nil {
+		return false, fmt.Errorf("setting the state aside for recovery plan %s: %w", p.Plan, err)
+	}
+	for _, name := range []string{identityFile, raftDir, groupMarkFile} {
+		if err := os.Rename(filepath.Join(path, name), filepath.Join(aside, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return false, fmt.Errorf("setting the state aside for recovery plan %s: %w", p.Plan, err)
+		}
+	}
+	planPath := filepath.Join(path, RecoveryPlanFile)
+	if err := os.Rename(planPath, filepath.Join(aside, RecoveryPlanFile+".applied")); err != nil {
+		return false, err
+	}
+	return true, nil
 }

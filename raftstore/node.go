@@ -2,10 +2,12 @@ package raftstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -220,6 +222,13 @@ type Node struct {
 	// and written by the leader loop only).
 	hashes        *stateHashes
 	lastHashPoint time.Time
+	// recovery is the recovery plan this member applied at start as its
+	// leader (nil otherwise); outdated, once set, says this member's state
+	// is from before a recovery of its group.
+	recovery *stagedPlan
+	outdated atomic.Pointer[string]
+	// brought is the group this member's state was of when it started.
+	brought groupMark
 	// barrierTerm is the term in which this member, as leader, last saw a
 	// barrier through: its commit index is complete from then on.
 	barrierTerm atomic.Uint64
@@ -241,6 +250,11 @@ func Open(cfg Config) (*Node, error) {
 	dir, err := OpenDataDir(cfg.DataDir, cfg.App, cfg.Pod)
 	if err != nil {
 		return nil, err
+	}
+	if dir.Identity.JoinOnly {
+		// Made anew by a recovery: it joins the recovered group, and never
+		// takes part in bootstrapping another.
+		cfg.NoBootstrap = true
 	}
 	n := &Node{cfg: cfg, dir: dir, id: dir.Identity.ServerID(), book: newAddressBook(), fatalCh: make(chan error, 1), throttle: map[string]time.Time{}, nudgeCh: make(chan struct{}, 1),
 		leaders: newLeaderWatch(), session: newClientSession(), hashes: newStateHashes()}
@@ -323,6 +337,7 @@ func Open(cfg Config) (*Node, error) {
 	if c, err := n.Configuration(); err == nil {
 		n.book.mergeConfiguration(c)
 	}
+	n.brought = readGroupMark(dir.Path)
 	n.log.Info("raft started", "address", cfg.Advertise, "existing_state", hasState, "fresh_data_dir", dir.Fresh)
 
 	n.peers = newPeerClients(cfg.Dial)
@@ -338,7 +353,8 @@ func Open(cfg Config) (*Node, error) {
 		return false
 	})
 	n.raft.RegisterObserver(n.observer)
-	n.wg.Add(7)
+	n.wg.Add(8)
+	go func() { defer n.wg.Done(); n.markGroup(n.ctx) }()
 	go func() { defer n.wg.Done(); n.trackLeaderCommit(n.ctx) }()
 	go func() { defer n.wg.Done(); n.hashes.run(n.ctx, n.log.Debug) }()
 	go func() { defer n.wg.Done(); n.watchLeader(n.ctx, obs) }()
@@ -669,6 +685,46 @@ func (n *Node) trackLeaderCommit(ctx context.Context) {
 			if info.GetCommitIndex() <= cur || n.leaderCommit.CompareAndSwap(cur, info.GetCommitIndex()) {
 				break
 			}
+		}
+	}
+}
+
+// groupMark records, in the data dir, which group and generation the
+// member's state is of: what it brings when it starts again.
+type groupMark struct {
+	ClusterID  string `json:"cluster_id"`
+	Generation uint64 `json:"generation"`
+}
+
+const groupMarkFile = "group.json"
+
+func readGroupMark(dir string) groupMark {
+	var g groupMark
+	if b, err := os.ReadFile(filepath.Join(dir, groupMarkFile)); err == nil {
+		_ = json.Unmarshal(b, &g)
+	}
+	return g
+}
+
+// markGroup keeps the group mark current as the state changes.
+func (n *Node) markGroup(ctx context.Context) {
+	cur := n.brought
+	for {
+		ch := n.fsm.Changed()
+		st := n.fsm.State()
+		g := groupMark{ClusterID: st.ClusterID()}
+		g.Generation, _, _ = st.Generation()
+		if g.ClusterID != "" && g != cur {
+			if err := writeFileAtomic(filepath.Join(n.dir.Path, groupMarkFile), g); err != nil {
+				n.log.Warn("recording which group this member's state is of", "err", err)
+			} else {
+				cur = g
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
 		}
 	}
 }

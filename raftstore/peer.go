@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -52,7 +53,11 @@ func (n *Node) info() *peerpb.InfoResponse {
 
 		BootstrapEligible: n.cfg.BootstrapExpect > 0 && !n.cfg.NoBootstrap,
 		StateHashes:       n.hashes.list(),
+		LastLogTerm:       lastLogTerm(n.raft),
 	}
+	st := n.fsm.State()
+	r.ClusterId = st.ClusterID()
+	r.Generation, _, _ = st.Generation()
 	switch {
 	case n.IsLeader():
 		r.LastContactNanos = 0
@@ -114,6 +119,34 @@ func (s *peerServer) Apply(ctx context.Context, req *peerpb.ApplyRequest) (*peer
 	return &peerpb.ApplyResponse{Result: b}, nil
 }
 
+// checkGeneration refuses a member whose state belongs to another group,
+// or to this group before a recovery.
+func (n *Node) checkGeneration(req *peerpb.JoinRequest) error {
+	st := n.fsm.State()
+	if req.GetClusterId() == "" || st.ClusterID() == "" || req.GetServerId() == string(n.id) {
+		// No state to judge, or this member itself (whose request may
+		// predate the generation it just started).
+		return nil
+	}
+	if req.GetClusterId() != st.ClusterID() {
+		return status.Errorf(codes.FailedPrecondition, "member %s holds the state of another group (cluster %s, this one is %s): move its data dir away and restart it to join as a new member", req.GetServerId(), req.GetClusterId(), st.ClusterID())
+	}
+	if gen, plan, since := st.Generation(); req.GetGeneration() < gen {
+		return status.Errorf(codes.FailedPrecondition, "%s: member %s holds the state of generation %d of this group, which was recovered since (generation %d, plan %s, %s): move its data dir away and restart it to join as a new member",
+			errOutdated, req.GetServerId(), req.GetGeneration(), gen, plan, since.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// errOutdated starts the message of a join refused for an old generation.
+const errOutdated = "outdated member"
+
+// lastLogTerm returns the term of the last entry of r's log.
+func lastLogTerm(r *raft.Raft) uint64 {
+	t, _ := strconv.ParseUint(r.Stats()["last_log_term"], 10, 64)
+	return t
+}
+
 // relay runs a call that reached this member on the leader: here if this
 // member leads, or, for a call that has not been relayed yet, on the
 // leader this member knows (a caller's view of the leader may be a moment
@@ -138,6 +171,9 @@ func (s *peerServer) Join(ctx context.Context, req *peerpb.JoinRequest) (*peerpb
 	}
 	if _, _, err := net.SplitHostPort(req.GetAddress()); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "join from %s: address %q is not host:port", req.GetServerId(), req.GetAddress())
+	}
+	if err := n.checkGeneration(req); err != nil {
+		return nil, err
 	}
 	n.book.learn(raft.ServerID(req.GetServerId()), raft.ServerAddress(req.GetAddress()))
 	var resp *peerpb.JoinResponse

@@ -132,5 +132,8 @@ func (n *Node) servable() error {
 	if w, ok := n.WriteFailed(); ok {
 		return fmt.Errorf("%w: %s", ErrCannotWrite, w)
 	}
+	if why, ok := n.Outdated(); ok {
+		return fmt.Errorf("%w: %s", ErrOutdated, why)
+	}
 	return nil
 }

@@ -35,6 +35,11 @@ type Status struct {
 	// Diverged says why the member's state was found unlike the others',
 	// empty if it was not.
 	Diverged string
+	// Outdated says why the group refused this member: its state is from
+	// before a recovery of the group. Empty otherwise.
+	Outdated string
+	// Generation is the group's generation in this member's state.
+	Generation uint64
 	// WriteFailure is set while the member cannot append to its raft log.
 	WriteFailure *WriteFailure
 	// LeaderCommitIndex is the leader's commit index as the leader last
@@ -77,6 +82,8 @@ func (n *Node) Status() Status {
 		s.Damage = &d
 	}
 	s.Diverged, _ = n.Diverged()
+	s.Outdated, _ = n.Outdated()
+	s.Generation, _, _ = n.fsm.State().Generation()
 	if w, ok := n.WriteFailed(); ok {
 		s.WriteFailure = &w
 	}

@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -41,6 +42,8 @@ type adminStore interface {
 	ListMembers() ([]raftstore.MemberStatus, error)
 	ProbeMembers(ctx context.Context, timeout time.Duration) ([]raftstore.MemberStatus, error)
 	RemoveMember(ctx context.Context, id raft.ServerID) error
+	PlanRecovery(ctx context.Context, survivors []raft.Server) (*raftstore.RecoveryPlan, error)
+	StageRecovery(ctx context.Context, survivors []raft.Server, digest string) (*raftstore.RecoveryPlan, string, error)
 }
 
 // adminServer serves the admin API: the member's store, and the pod's
@@ -62,6 +65,7 @@ func (a *adminServer) Status(ctx context.Context, req *adminpb.StatusRequest) (*
 		App: st.App(), ClusterId: st.ClusterID(), Self: ms.ID, Unit: a.unit(),
 		Leader: ms.LeaderID, Term: ms.Term, CommitIndex: ms.CommitIndex, AppliedIndex: ms.StateIndex,
 	}
+	resp.Generation, resp.GenerationPlan, _ = st.Generation()
 	resp.Ready, resp.NotReadyReason = a.ready()
 	var members []raftstore.MemberStatus
 	var err error
@@ -81,6 +85,7 @@ func (a *adminServer) Status(ctx context.Context, req *adminpb.StatusRequest) (*
 			pm.AppliedIndex = m.Info.GetAppliedIndex()
 			pm.LastContactNanos = m.Info.GetLastContactNanos()
 			pm.Version = m.Info.GetVersion()
+			pm.ClusterId, pm.Generation = m.Info.GetClusterId(), m.Info.GetGeneration()
 		} else if m.Err != nil {
 			pm.Error = status.Convert(m.Err).Message()
 		}
@@ -183,6 +188,47 @@ func (a *adminServer) RemoveUnit(ctx context.Context, req *adminpb.RemoveUnitReq
 	}
 	a.log.Info("unit removed by an operator", "unit", req.GetUnit())
 	return &adminpb.RemoveUnitResponse{}, nil
+}
+
+func (a *adminServer) PlanRecovery(ctx context.Context, req *adminpb.PlanRecoveryRequest) (*adminpb.RecoveryPlan, error) {
+	plan, err := a.n.PlanRecovery(ctx, survivorsOf(req.GetSurvivors()))
+	if err != nil {
+		return nil, recoveryStatus(err)
+	}
+	return planPB(plan), nil
+}
+
+func (a *adminServer) StageRecovery(ctx context.Context, req *adminpb.StageRecoveryRequest) (*adminpb.StageRecoveryResponse, error) {
+	plan, role, err := a.n.StageRecovery(ctx, survivorsOf(req.GetSurvivors()), req.GetDigest())
+	if err != nil {
+		return nil, recoveryStatus(err)
+	}
+	return &adminpb.StageRecoveryResponse{Plan: planPB(plan), Role: role}, nil
+}
+
+func survivorsOf(ss []*adminpb.Survivor) []raft.Server {
+	out := make([]raft.Server, 0, len(ss))
+	for _, s := range ss {
+		out = append(out, raft.Server{ID: raft.ServerID(s.GetId()), Address: raft.ServerAddress(s.GetAddress()), Suffrage: raft.Voter})
+	}
+	return out
+}
+
+func planPB(p *raftstore.RecoveryPlan) *adminpb.RecoveryPlan {
+	out := &adminpb.RecoveryPlan{Id: p.ID(), Digest: p.Digest, ClusterId: p.ClusterID, Generation: p.Generation, Leader: string(p.Leader)}
+	for _, s := range p.Survivors {
+		out.Survivors = append(out.Survivors, &adminpb.PlannedSurvivor{Id: string(s.ID), Address: string(s.Address), LastLogTerm: s.LastLogTerm, LastIndex: s.LastIndex, Role: s.Role})
+	}
+	return out
+}
+
+// recoveryStatus reports a refused recovery as FailedPrecondition.
+func recoveryStatus(err error) error {
+	var r *raftstore.RefusedError
+	if errors.As(err, &r) {
+		return status.Error(codes.FailedPrecondition, r.Error())
+	}
+	return status.Error(codes.InvalidArgument, err.Error())
 }
 
 func (a *adminServer) RemoveMember(ctx context.Context, req *adminpb.RemoveMemberRequest) (*adminpb.RemoveMemberResponse, error) {

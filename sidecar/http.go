@@ -48,6 +48,9 @@ func (r *readiness) check(member, unit string, now time.Time) (bool, string) {
 	if st.WriteFailure != nil {
 		return false, st.WriteFailure.String()
 	}
+	if st.Outdated != "" {
+		return false, st.Outdated
+	}
 	if unit == "" {
 		if st.LeaderAddress == "" {
 			return false, "no leader known yet (bootstrapping or looking for the cluster; see the log)"

@@ -1,44 +1,61 @@
 package main
 
 import (
+	"context"
 	"fmt"
-	"log/slog"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/bagkeeper/bagkeeper/raftstore"
+	"github.com/bagkeeper/bagkeeper/sidecar/adminpb"
 )
 
 const recoverUsage = `Usage: bagkeeper recover --app APP --data-dir DIR --show
-       bagkeeper recover --app APP --data-dir DIR --survivors FILE [--at-next-start]
+       bagkeeper recover --plan --survivors FILE [admin flags]
+       bagkeeper recover --at-next-start --survivors FILE --plan-digest DIGEST [admin flags]
 
-Recovery after a majority of voters is lost for good (see docs/operations.md).
-Raft cannot commit anything without a majority, and bagkeeper never guesses
-which survivors to trust: you list them.
+Recovery after a majority of voters is lost for good (see docs/operations.md,
+"Losing a majority"). Raft cannot commit anything without a majority, and
+bagkeeper never guesses which survivors to trust: you list them, and it
+refuses whatever could split the group.
 
   --show              print this member's raft id, its last log index and the
                       configuration it last knew. It reads a STOPPED member's
                       data dir (a running sidecar holds the directory lock).
-  --survivors FILE    a JSON list of every surviving member, this one included:
+  --plan              ask this pod's RUNNING sidecar to check that the group
+                      lost its majority and that the survivors listed are
+                      every member that still runs, and print the plan: the
+                      survivor with the most up-to-date log recovers the group
+                      alone and leads it; every other survivor sets its raft
+                      state aside at its next start and joins it as a new
+                      member. The plan has a digest.
+  --at-next-start     stage this member's part of the plan, for its next
+                      start; the plan is made again and must have the digest
+                      given with --plan-digest. Run it on every survivor, then
+                      restart them all (the one that leads first, if you can).
+  --survivors FILE    a JSON list of every member that still runs, this one
+                      included; the same file on every survivor:
                         [{"id": "app-0/k2j4...", "address": "app-0.app:7400"},
                          {"id": "app-2/x7p3...", "address": "app-2.app:7400"}]
-                      ("non_voter": true makes one a non-voter). Run the same
-                      command with the same file on every survivor.
-  --at-next-start     stage the recovery in the data dir of a RUNNING sidecar;
-                      the sidecar applies it when it next starts. Without it
-                      the sidecar must be stopped, and the recovery happens now.
 
-Entries in a survivor's log that were not known committed become committed.`
+Refused, among others: while any member knows a leader or heard from one
+recently; while the members that answer are a majority of the voters; when a
+member that runs is not listed, or a listed one does not answer; when the
+digest is not the plan's any more. Entries in the leading survivor's log that
+were not known committed become committed.`
 
 func cmdRecover(e *env, args []string) error {
 	fs := newFlagSet("recover", recoverUsage)
-	var app, dataDir, survivors string
-	var show, atNextStart bool
-	fs.StringVar(&app, "app", "", "the application `name` (as given to run)")
-	fs.StringVar(&dataDir, "data-dir", defaultDataDir, "the member's data `dir`")
-	fs.StringVar(&survivors, "survivors", "", "JSON `file` listing every surviving member")
-	fs.BoolVar(&show, "show", false, "only show what the data dir holds")
-	fs.BoolVar(&atNextStart, "at-next-start", false, "stage the recovery for the next start of a running sidecar")
+	var a adminFlags
+	var app, survivors, digest string
+	var show, plan, atNextStart bool
+	a.register(fs, "")
+	fs.StringVar(&app, "app", "", "the application `name` (as given to run; with --show)")
+	fs.StringVar(&survivors, "survivors", "", "JSON `file` listing every member that still runs")
+	fs.StringVar(&digest, "plan-digest", "", "the `digest` --plan printed (with --at-next-start)")
+	fs.BoolVar(&show, "show", false, "only show what a stopped member's data dir holds")
+	fs.BoolVar(&plan, "plan", false, "check the recovery and print its plan")
+	fs.BoolVar(&atNextStart, "at-next-start", false, "stage this member's part of the plan for its next start")
 	rest, err := parse(e, fs, args)
 	if err != nil {
 		return err
@@ -46,14 +63,20 @@ func cmdRecover(e *env, args []string) error {
 	if len(rest) > 0 {
 		return usageErrorf("unexpected arguments %q", rest)
 	}
-	if app == "" {
-		return usageErrorf("--app is required")
+	modes := 0
+	for _, m := range []bool{show, plan, atNextStart} {
+		if m {
+			modes++
+		}
 	}
-	if show == (survivors != "") {
-		return usageErrorf("give either --show or --survivors FILE")
+	if modes != 1 {
+		return usageErrorf("give one of --show, --plan or --at-next-start")
 	}
 	if show {
-		in, err := raftstore.Inspect(dataDir, app)
+		if app == "" {
+			return usageErrorf("--show needs --app")
+		}
+		in, err := raftstore.Inspect(a.dataDir, app)
 		if err != nil {
 			return err
 		}
@@ -63,23 +86,54 @@ func cmdRecover(e *env, args []string) error {
 		}
 		return nil
 	}
-	cfg, err := raftstore.ReadRecoveryConfig(survivors)
+	if survivors == "" {
+		return usageErrorf("--plan and --at-next-start need --survivors FILE")
+	}
+	if atNextStart && digest == "" {
+		return usageErrorf("--at-next-start needs --plan-digest, as --plan printed it")
+	}
+	list, err := raftstore.ReadSurvivors(survivors)
 	if err != nil {
 		return err
 	}
-	if atNextStart {
-		if err := raftstore.StageRecovery(dataDir, app, cfg); err != nil {
+	var req []*adminpb.Survivor
+	for _, s := range list {
+		req = append(req, &adminpb.Survivor{Id: string(s.ID), Address: string(s.Address)})
+	}
+	return a.call(func(ctx context.Context, c adminpb.AdminClient) error {
+		if plan {
+			p, err := c.PlanRecovery(ctx, &adminpb.PlanRecoveryRequest{Survivors: req})
+			if err != nil {
+				return err
+			}
+			printPlan(e, p)
+			fmt.Fprintf(e.stdout, "\nStage it on every survivor, with the same survivors file:\n  bagkeeper recover --at-next-start --survivors FILE --plan-digest %s\n", p.GetDigest())
+			return nil
+		}
+		r, err := c.StageRecovery(ctx, &adminpb.StageRecoveryRequest{Survivors: req, Digest: digest})
+		if err != nil {
 			return err
 		}
-		fmt.Fprintf(e.stdout, "recovery staged in %s: restart this sidecar, then the other survivors the same way\n", dataDir)
+		printPlan(e, r.GetPlan())
+		what := "at its next start it sets its raft state aside (kept in before-recovery-" + r.GetPlan().GetId() + "/ in its data dir) and joins the recovered group as a new member"
+		if r.GetRole() == raftstore.RoleLead {
+			what = "at its next start it recovers the group alone and leads it"
+		}
+		fmt.Fprintf(e.stdout, "\nStaged on this member: %s. Stage the other survivors, then restart every one of them.\n", what)
 		return nil
+	})
+}
+
+func printPlan(e *env, p *adminpb.RecoveryPlan) {
+	fmt.Fprintf(e.stdout, "Recovery plan %s (digest %s)\ncluster %s, new generation %d, led by %s\n\n", p.GetId(), p.GetDigest(), p.GetClusterId(), p.GetGeneration(), p.GetLeader())
+	fmt.Fprintf(e.stdout, "%-40s %-28s %-9s %-9s %s\n", "SURVIVOR", "ADDRESS", "LOG TERM", "LAST IDX", "AT NEXT START")
+	for _, s := range p.GetSurvivors() {
+		role := "sets its state aside, joins as a new member"
+		if s.GetRole() == raftstore.RoleLead {
+			role = "recovers the group alone and leads it"
+		}
+		fmt.Fprintf(e.stdout, "%-40s %-28s %-9d %-9d %s\n", s.GetId(), s.GetAddress(), s.GetLastLogTerm(), s.GetLastIndex(), role)
 	}
-	logger := slog.New(slog.NewTextHandler(e.stderr, nil))
-	if err := raftstore.Recover(dataDir, app, cfg, logger); err != nil {
-		return err
-	}
-	fmt.Fprintf(e.stdout, "configuration of %s forced to %d members: start the sidecar, then recover the other survivors the same way\n", dataDir, len(cfg.Servers))
-	return nil
 }
 
 func suffrage(s raft.ServerSuffrage) string {

@@ -243,7 +243,13 @@ type InfoResponse struct {
 	BootstrapEligible bool `protobuf:"varint,18,opt,name=bootstrap_eligible,json=bootstrapEligible,proto3" json:"bootstrap_eligible,omitempty"`
 	// Hashes of this member's state at the latest hash points it applied
 	// (see the HashState command), oldest first.
-	StateHashes   []*StateHash `protobuf:"bytes,19,rep,name=state_hashes,json=stateHashes,proto3" json:"state_hashes,omitempty"`
+	StateHashes []*StateHash `protobuf:"bytes,19,rep,name=state_hashes,json=stateHashes,proto3" json:"state_hashes,omitempty"`
+	// The cluster id and generation of this member's state (see
+	// StartGeneration); empty and 0 before its first command.
+	ClusterId  string `protobuf:"bytes,20,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	Generation uint64 `protobuf:"varint,21,opt,name=generation,proto3" json:"generation,omitempty"`
+	// The term of this member's last log entry.
+	LastLogTerm   uint64 `protobuf:"varint,22,opt,name=last_log_term,json=lastLogTerm,proto3" json:"last_log_term,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -411,6 +417,27 @@ func (x *InfoResponse) GetStateHashes() []*StateHash {
 	return nil
 }
 
+func (x *InfoResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *InfoResponse) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *InfoResponse) GetLastLogTerm() uint64 {
+	if x != nil {
+		return x.LastLogTerm
+	}
+	return 0
+}
+
 type StateHash struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Index         uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
@@ -470,7 +497,12 @@ type JoinRequest struct {
 	App      string                 `protobuf:"bytes,3,opt,name=app,proto3" json:"app,omitempty"`
 	Pod      string                 `protobuf:"bytes,4,opt,name=pod,proto3" json:"pod,omitempty"`
 	// Hops already taken by forwarding; a request is forwarded at most once.
-	Hops          uint32 `protobuf:"varint,5,opt,name=hops,proto3" json:"hops,omitempty"`
+	Hops uint32 `protobuf:"varint,5,opt,name=hops,proto3" json:"hops,omitempty"`
+	// The cluster id and generation of the joining member's state, if it
+	// has any: a member of another group, or of this group before it was
+	// recovered, is refused.
+	ClusterId     string `protobuf:"bytes,6,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	Generation    uint64 `protobuf:"varint,7,opt,name=generation,proto3" json:"generation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -536,6 +568,20 @@ func (x *JoinRequest) GetPod() string {
 func (x *JoinRequest) GetHops() uint32 {
 	if x != nil {
 		return x.Hops
+	}
+	return 0
+}
+
+func (x *JoinRequest) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *JoinRequest) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
 	}
 	return 0
 }
@@ -791,7 +837,7 @@ const file_raftstore_peerpb_peer_proto_rawDesc = "" +
 	"\x06Server\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1a\n" +
-	"\bsuffrage\x18\x03 \x01(\tR\bsuffrage\"\xc9\x05\n" +
+	"\bsuffrage\x18\x03 \x01(\tR\bsuffrage\"\xac\x06\n" +
 	"\fInfoResponse\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x10\n" +
 	"\x03app\x18\x02 \x01(\tR\x03app\x12\x18\n" +
@@ -814,16 +860,27 @@ const file_raftstore_peerpb_peer_proto_rawDesc = "" +
 	"\rconfiguration\x18\x10 \x03(\v2\x19.bagkeeper.peer.v1.ServerR\rconfiguration\x12\x18\n" +
 	"\aversion\x18\x11 \x01(\tR\aversion\x12-\n" +
 	"\x12bootstrap_eligible\x18\x12 \x01(\bR\x11bootstrapEligible\x12?\n" +
-	"\fstate_hashes\x18\x13 \x03(\v2\x1c.bagkeeper.peer.v1.StateHashR\vstateHashes\"5\n" +
+	"\fstate_hashes\x18\x13 \x03(\v2\x1c.bagkeeper.peer.v1.StateHashR\vstateHashes\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x14 \x01(\tR\tclusterId\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x15 \x01(\x04R\n" +
+	"generation\x12\"\n" +
+	"\rlast_log_term\x18\x16 \x01(\x04R\vlastLogTerm\"5\n" +
 	"\tStateHash\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x12\n" +
-	"\x04hash\x18\x02 \x01(\fR\x04hash\"|\n" +
+	"\x04hash\x18\x02 \x01(\fR\x04hash\"\xbb\x01\n" +
 	"\vJoinRequest\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x10\n" +
 	"\x03app\x18\x03 \x01(\tR\x03app\x12\x10\n" +
 	"\x03pod\x18\x04 \x01(\tR\x03pod\x12\x12\n" +
-	"\x04hops\x18\x05 \x01(\rR\x04hops\"E\n" +
+	"\x04hops\x18\x05 \x01(\rR\x04hops\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x06 \x01(\tR\tclusterId\x12\x1e\n" +
+	"\n" +
+	"generation\x18\a \x01(\x04R\n" +
+	"generation\"E\n" +
 	"\fJoinResponse\x12\x18\n" +
 	"\aoutcome\x18\x01 \x01(\tR\aoutcome\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\"?\n" +

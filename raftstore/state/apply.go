@@ -266,6 +266,12 @@ func (t *txn) applyOp(op *storepb.Op) (*storepb.OpResult, *CommandError) {
 		return &storepb.OpResult{}, nil
 	case *storepb.Op_ReportDivergence:
 		return t.reportDivergence(o.ReportDivergence)
+	case *storepb.Op_StartGeneration:
+		if g := o.StartGeneration; g.GetGeneration() > t.readMeta().generation {
+			m := t.m()
+			m.generation, m.generationPlan, m.generationStarted = g.GetGeneration(), g.GetPlan(), t.now
+		}
+		return &storepb.OpResult{}, nil
 	case *storepb.Op_ForgetDivergence:
 		t.divergentTxn().Delete([]byte(o.ForgetDivergence.GetMemberId()))
 		return &storepb.OpResult{}, nil

@@ -24,7 +24,7 @@ func SessionResults(s *State, client string) int {
 func dump(s *State) string {
 	var b strings.Builder
 	m := s.meta
-	fmt.Fprintf(&b, "index=%d app=%s cluster=%s nextUnit=%d nextRel=%d leaderRev=%d lease=%+v swept=%d\n", s.index, m.app, m.clusterID, m.nextUnit, m.nextRelation, m.leaderRev, m.lease, m.sessionsSwept.UnixNano())
+	fmt.Fprintf(&b, "index=%d app=%s cluster=%s nextUnit=%d nextRel=%d leaderRev=%d lease=%+v swept=%d gen=%d/%s/%d\n", s.index, m.app, m.clusterID, m.nextUnit, m.nextRelation, m.leaderRev, m.lease, m.sessionsSwept.UnixNano(), m.generation, m.generationPlan, m.generationStarted.UnixNano())
 	fmt.Fprintf(&b, "leader=%s\n", kv(m.leader))
 	for _, r := range s.Relations() {
 		fmt.Fprintf(&b, "rel %+v\n", *r)

@@ -148,3 +148,8 @@ func ReportDivergenceOp(member string, index uint64, hash, expected []byte) *sto
 func ForgetDivergenceOp(member string) *storepb.Op {
 	return &storepb.Op{Op: &storepb.Op_ForgetDivergence{ForgetDivergence: &storepb.ForgetDivergence{MemberId: member}}}
 }
+
+// StartGenerationOp records that a recovery plan started generation.
+func StartGenerationOp(generation uint64, plan string) *storepb.Op {
+	return &storepb.Op{Op: &storepb.Op_StartGeneration{StartGeneration: &storepb.StartGeneration{Generation: generation, Plan: plan}}}
+}

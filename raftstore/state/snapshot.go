@@ -41,16 +41,19 @@ func WriteSnapshot(w io.Writer, s *State) error {
 	}
 	m := s.meta
 	hdr := &storepb.SnapshotHeader{
-		Version:                SnapshotVersion,
-		App:                    m.app,
-		ClusterId:              m.clusterID,
-		NextUnit:               m.nextUnit,
-		NextRelation:           m.nextRelation,
-		LeaderSettings:         m.leader.Map(),
-		LeaderSettingsRevision: m.leaderRev,
-		Lease:                  leaseToPB(m.lease),
-		Index:                  s.index,
-		SessionsSweptUnixNano:  unixNano(m.sessionsSwept),
+		Version:                   SnapshotVersion,
+		App:                       m.app,
+		ClusterId:                 m.clusterID,
+		NextUnit:                  m.nextUnit,
+		NextRelation:              m.nextRelation,
+		LeaderSettings:            m.leader.Map(),
+		LeaderSettingsRevision:    m.leaderRev,
+		Lease:                     leaseToPB(m.lease),
+		Index:                     s.index,
+		SessionsSweptUnixNano:     unixNano(m.sessionsSwept),
+		Generation:                m.generation,
+		GenerationPlan:            m.generationPlan,
+		GenerationStartedUnixNano: unixNano(m.generationStarted),
 	}
 	if err := put(&storepb.SnapshotRecord{Record: &storepb.SnapshotRecord_Header{Header: hdr}}); err != nil {
 		return err
@@ -179,6 +182,8 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 				leader: SettingsOf(h.GetLeaderSettings()), leaderRev: h.GetLeaderSettingsRevision(),
 				lease:         leaseFromPB(h.GetLease()),
 				sessionsSwept: fromUnixNano(h.GetSessionsSweptUnixNano()),
+				generation:    h.GetGeneration(), generationPlan: h.GetGenerationPlan(),
+				generationStarted: fromUnixNano(h.GetGenerationStartedUnixNano()),
 			}
 			sawHeader = true
 			continue

@@ -41,6 +41,10 @@ type meta struct {
 	lease        Lease
 	// sessionsSwept is when expired client sessions were last dropped.
 	sessionsSwept time.Time
+	// generation counts the recoveries of the group (see StartGeneration).
+	generation        uint64
+	generationPlan    string
+	generationStarted time.Time
 }
 
 // Relation is one relation the application takes part in.
@@ -209,6 +213,13 @@ func (s *State) App() string { return s.meta.app }
 
 // ClusterID is the random id chosen when the cluster was bootstrapped.
 func (s *State) ClusterID() string { return s.meta.clusterID }
+
+// Generation is how many times the group was recovered after losing its
+// majority, the recovery plan that started the current generation, and
+// when (zero values for a group never recovered).
+func (s *State) Generation() (generation uint64, plan string, started time.Time) {
+	return s.meta.generation, s.meta.generationPlan, s.meta.generationStarted
+}
 
 // Relations returns every relation, ordered by id.
 func (s *State) Relations() []*Relation {

@@ -395,6 +395,7 @@ type Op struct {
 	//	*Op_HashState
 	//	*Op_ReportDivergence
 	//	*Op_ForgetDivergence
+	//	*Op_StartGeneration
 	Op            isOp_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -635,6 +636,15 @@ func (x *Op) GetForgetDivergence() *ForgetDivergence {
 	return nil
 }
 
+func (x *Op) GetStartGeneration() *StartGeneration {
+	if x != nil {
+		if x, ok := x.Op.(*Op_StartGeneration); ok {
+			return x.StartGeneration
+		}
+	}
+	return nil
+}
+
 type isOp_Op interface {
 	isOp_Op()
 }
@@ -727,6 +737,10 @@ type Op_ForgetDivergence struct {
 	ForgetDivergence *ForgetDivergence `protobuf:"bytes,22,opt,name=forget_divergence,json=forgetDivergence,proto3,oneof"`
 }
 
+type Op_StartGeneration struct {
+	StartGeneration *StartGeneration `protobuf:"bytes,23,opt,name=start_generation,json=startGeneration,proto3,oneof"`
+}
+
 func (*Op_InitCluster) isOp_Op() {}
 
 func (*Op_EnsureRelation) isOp_Op() {}
@@ -771,6 +785,64 @@ func (*Op_ReportDivergence) isOp_Op() {}
 
 func (*Op_ForgetDivergence) isOp_Op() {}
 
+func (*Op_StartGeneration) isOp_Op() {}
+
+// StartGeneration records that the group was recovered after losing its
+// majority: the state's generation becomes generation (if it is higher),
+// so that members of the group before the recovery can be told apart.
+type StartGeneration struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Generation uint64                 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
+	// The id of the recovery plan that made it.
+	Plan          string `protobuf:"bytes,2,opt,name=plan,proto3" json:"plan,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartGeneration) Reset() {
+	*x = StartGeneration{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartGeneration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartGeneration) ProtoMessage() {}
+
+func (x *StartGeneration) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartGeneration.ProtoReflect.Descriptor instead.
+func (*StartGeneration) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *StartGeneration) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *StartGeneration) GetPlan() string {
+	if x != nil {
+		return x.Plan
+	}
+	return ""
+}
+
 // HashState changes nothing: every member, having applied it, hashes its
 // state as of this index, so that members can compare their states at the
 // same point (see raftstore/divergence.go).
@@ -782,7 +854,7 @@ type HashState struct {
 
 func (x *HashState) Reset() {
 	*x = HashState{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[4]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -794,7 +866,7 @@ func (x *HashState) String() string {
 func (*HashState) ProtoMessage() {}
 
 func (x *HashState) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[4]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -807,7 +879,7 @@ func (x *HashState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HashState.ProtoReflect.Descriptor instead.
 func (*HashState) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{4}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{5}
 }
 
 // ReportDivergence records that a member's state hash at index differs
@@ -825,7 +897,7 @@ type ReportDivergence struct {
 
 func (x *ReportDivergence) Reset() {
 	*x = ReportDivergence{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[5]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -837,7 +909,7 @@ func (x *ReportDivergence) String() string {
 func (*ReportDivergence) ProtoMessage() {}
 
 func (x *ReportDivergence) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[5]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -850,7 +922,7 @@ func (x *ReportDivergence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportDivergence.ProtoReflect.Descriptor instead.
 func (*ReportDivergence) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{5}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ReportDivergence) GetMemberId() string {
@@ -892,7 +964,7 @@ type ForgetDivergence struct {
 
 func (x *ForgetDivergence) Reset() {
 	*x = ForgetDivergence{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[6]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -904,7 +976,7 @@ func (x *ForgetDivergence) String() string {
 func (*ForgetDivergence) ProtoMessage() {}
 
 func (x *ForgetDivergence) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[6]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -917,7 +989,7 @@ func (x *ForgetDivergence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetDivergence.ProtoReflect.Descriptor instead.
 func (*ForgetDivergence) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{6}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ForgetDivergence) GetMemberId() string {
@@ -937,7 +1009,7 @@ type ForgetClaimant struct {
 
 func (x *ForgetClaimant) Reset() {
 	*x = ForgetClaimant{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[7]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +1021,7 @@ func (x *ForgetClaimant) String() string {
 func (*ForgetClaimant) ProtoMessage() {}
 
 func (x *ForgetClaimant) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[7]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +1034,7 @@ func (x *ForgetClaimant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetClaimant.ProtoReflect.Descriptor instead.
 func (*ForgetClaimant) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{7}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ForgetClaimant) GetMemberId() string {
@@ -984,7 +1056,7 @@ type InitCluster struct {
 
 func (x *InitCluster) Reset() {
 	*x = InitCluster{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[8]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -996,7 +1068,7 @@ func (x *InitCluster) String() string {
 func (*InitCluster) ProtoMessage() {}
 
 func (x *InitCluster) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[8]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1009,7 +1081,7 @@ func (x *InitCluster) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitCluster.ProtoReflect.Descriptor instead.
 func (*InitCluster) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{8}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *InitCluster) GetApp() string {
@@ -1042,7 +1114,7 @@ type EnsureRelation struct {
 
 func (x *EnsureRelation) Reset() {
 	*x = EnsureRelation{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[9]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1054,7 +1126,7 @@ func (x *EnsureRelation) String() string {
 func (*EnsureRelation) ProtoMessage() {}
 
 func (x *EnsureRelation) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[9]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1067,7 +1139,7 @@ func (x *EnsureRelation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnsureRelation.ProtoReflect.Descriptor instead.
 func (*EnsureRelation) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{9}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *EnsureRelation) GetEndpoint() string {
@@ -1115,7 +1187,7 @@ type RemoveRelation struct {
 
 func (x *RemoveRelation) Reset() {
 	*x = RemoveRelation{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[10]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1127,7 +1199,7 @@ func (x *RemoveRelation) String() string {
 func (*RemoveRelation) ProtoMessage() {}
 
 func (x *RemoveRelation) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[10]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1140,7 +1212,7 @@ func (x *RemoveRelation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRelation.ProtoReflect.Descriptor instead.
 func (*RemoveRelation) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{10}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RemoveRelation) GetRelationId() int64 {
@@ -1166,7 +1238,7 @@ type UpdateBag struct {
 
 func (x *UpdateBag) Reset() {
 	*x = UpdateBag{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[11]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1178,7 +1250,7 @@ func (x *UpdateBag) String() string {
 func (*UpdateBag) ProtoMessage() {}
 
 func (x *UpdateBag) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[11]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1191,7 +1263,7 @@ func (x *UpdateBag) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBag.ProtoReflect.Descriptor instead.
 func (*UpdateBag) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{11}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *UpdateBag) GetRelationId() int64 {
@@ -1235,7 +1307,7 @@ type CheckBag struct {
 
 func (x *CheckBag) Reset() {
 	*x = CheckBag{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[12]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1247,7 +1319,7 @@ func (x *CheckBag) String() string {
 func (*CheckBag) ProtoMessage() {}
 
 func (x *CheckBag) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[12]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1260,7 +1332,7 @@ func (x *CheckBag) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckBag.ProtoReflect.Descriptor instead.
 func (*CheckBag) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{12}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CheckBag) GetRelationId() int64 {
@@ -1307,7 +1379,7 @@ type ClaimUnit struct {
 
 func (x *ClaimUnit) Reset() {
 	*x = ClaimUnit{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[13]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1319,7 +1391,7 @@ func (x *ClaimUnit) String() string {
 func (*ClaimUnit) ProtoMessage() {}
 
 func (x *ClaimUnit) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[13]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1332,7 +1404,7 @@ func (x *ClaimUnit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimUnit.ProtoReflect.Descriptor instead.
 func (*ClaimUnit) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{13}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ClaimUnit) GetMemberId() string {
@@ -1376,7 +1448,7 @@ type ReleaseUnit struct {
 
 func (x *ReleaseUnit) Reset() {
 	*x = ReleaseUnit{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[14]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1388,7 +1460,7 @@ func (x *ReleaseUnit) String() string {
 func (*ReleaseUnit) ProtoMessage() {}
 
 func (x *ReleaseUnit) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[14]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1401,7 +1473,7 @@ func (x *ReleaseUnit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseUnit.ProtoReflect.Descriptor instead.
 func (*ReleaseUnit) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{14}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReleaseUnit) GetUnit() string {
@@ -1439,7 +1511,7 @@ type RemoveUnit struct {
 
 func (x *RemoveUnit) Reset() {
 	*x = RemoveUnit{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[15]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1451,7 +1523,7 @@ func (x *RemoveUnit) String() string {
 func (*RemoveUnit) ProtoMessage() {}
 
 func (x *RemoveUnit) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[15]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1464,7 +1536,7 @@ func (x *RemoveUnit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveUnit.ProtoReflect.Descriptor instead.
 func (*RemoveUnit) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{15}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RemoveUnit) GetUnit() string {
@@ -1500,7 +1572,7 @@ type UpdateCharmState struct {
 
 func (x *UpdateCharmState) Reset() {
 	*x = UpdateCharmState{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[16]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1512,7 +1584,7 @@ func (x *UpdateCharmState) String() string {
 func (*UpdateCharmState) ProtoMessage() {}
 
 func (x *UpdateCharmState) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[16]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1525,7 +1597,7 @@ func (x *UpdateCharmState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateCharmState.ProtoReflect.Descriptor instead.
 func (*UpdateCharmState) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{16}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *UpdateCharmState) GetUnit() string {
@@ -1560,7 +1632,7 @@ type UpdateLeaderSettings struct {
 
 func (x *UpdateLeaderSettings) Reset() {
 	*x = UpdateLeaderSettings{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[17]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1572,7 +1644,7 @@ func (x *UpdateLeaderSettings) String() string {
 func (*UpdateLeaderSettings) ProtoMessage() {}
 
 func (x *UpdateLeaderSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[17]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1585,7 +1657,7 @@ func (x *UpdateLeaderSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateLeaderSettings.ProtoReflect.Descriptor instead.
 func (*UpdateLeaderSettings) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{17}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *UpdateLeaderSettings) GetSet() map[string]string {
@@ -1616,7 +1688,7 @@ type ClaimLease struct {
 
 func (x *ClaimLease) Reset() {
 	*x = ClaimLease{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[18]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1628,7 +1700,7 @@ func (x *ClaimLease) String() string {
 func (*ClaimLease) ProtoMessage() {}
 
 func (x *ClaimLease) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[18]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1641,7 +1713,7 @@ func (x *ClaimLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimLease.ProtoReflect.Descriptor instead.
 func (*ClaimLease) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{18}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ClaimLease) GetUnit() string {
@@ -1676,7 +1748,7 @@ type CheckLease struct {
 
 func (x *CheckLease) Reset() {
 	*x = CheckLease{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[19]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1688,7 +1760,7 @@ func (x *CheckLease) String() string {
 func (*CheckLease) ProtoMessage() {}
 
 func (x *CheckLease) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[19]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1701,7 +1773,7 @@ func (x *CheckLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckLease.ProtoReflect.Descriptor instead.
 func (*CheckLease) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{19}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CheckLease) GetUnit() string {
@@ -1728,7 +1800,7 @@ type SetCursor struct {
 
 func (x *SetCursor) Reset() {
 	*x = SetCursor{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[20]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1740,7 +1812,7 @@ func (x *SetCursor) String() string {
 func (*SetCursor) ProtoMessage() {}
 
 func (x *SetCursor) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[20]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1753,7 +1825,7 @@ func (x *SetCursor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCursor.ProtoReflect.Descriptor instead.
 func (*SetCursor) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{20}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SetCursor) GetUnit() string {
@@ -1799,7 +1871,7 @@ type SetStatus struct {
 
 func (x *SetStatus) Reset() {
 	*x = SetStatus{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[21]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1811,7 +1883,7 @@ func (x *SetStatus) String() string {
 func (*SetStatus) ProtoMessage() {}
 
 func (x *SetStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[21]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1824,7 +1896,7 @@ func (x *SetStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetStatus.ProtoReflect.Descriptor instead.
 func (*SetStatus) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{21}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SetStatus) GetOwner() string {
@@ -1868,7 +1940,7 @@ type SetHookError struct {
 
 func (x *SetHookError) Reset() {
 	*x = SetHookError{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[22]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1880,7 +1952,7 @@ func (x *SetHookError) String() string {
 func (*SetHookError) ProtoMessage() {}
 
 func (x *SetHookError) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[22]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1893,7 +1965,7 @@ func (x *SetHookError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetHookError.ProtoReflect.Descriptor instead.
 func (*SetHookError) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{22}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SetHookError) GetUnit() string {
@@ -1929,7 +2001,7 @@ type SetWorkloadVersion struct {
 
 func (x *SetWorkloadVersion) Reset() {
 	*x = SetWorkloadVersion{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[23]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1941,7 +2013,7 @@ func (x *SetWorkloadVersion) String() string {
 func (*SetWorkloadVersion) ProtoMessage() {}
 
 func (x *SetWorkloadVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[23]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1954,7 +2026,7 @@ func (x *SetWorkloadVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetWorkloadVersion.ProtoReflect.Descriptor instead.
 func (*SetWorkloadVersion) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{23}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SetWorkloadVersion) GetUnit() string {
@@ -1985,7 +2057,7 @@ type Port struct {
 
 func (x *Port) Reset() {
 	*x = Port{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[24]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1997,7 +2069,7 @@ func (x *Port) String() string {
 func (*Port) ProtoMessage() {}
 
 func (x *Port) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[24]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2010,7 +2082,7 @@ func (x *Port) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Port.ProtoReflect.Descriptor instead.
 func (*Port) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{24}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Port) GetEndpoint() string {
@@ -2053,7 +2125,7 @@ type UpdatePorts struct {
 
 func (x *UpdatePorts) Reset() {
 	*x = UpdatePorts{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[25]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2065,7 +2137,7 @@ func (x *UpdatePorts) String() string {
 func (*UpdatePorts) ProtoMessage() {}
 
 func (x *UpdatePorts) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[25]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2078,7 +2150,7 @@ func (x *UpdatePorts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePorts.ProtoReflect.Descriptor instead.
 func (*UpdatePorts) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{25}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *UpdatePorts) GetUnit() string {
@@ -2113,7 +2185,7 @@ type ReleaseLease struct {
 
 func (x *ReleaseLease) Reset() {
 	*x = ReleaseLease{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[26]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2125,7 +2197,7 @@ func (x *ReleaseLease) String() string {
 func (*ReleaseLease) ProtoMessage() {}
 
 func (x *ReleaseLease) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[26]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2138,7 +2210,7 @@ func (x *ReleaseLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLease.ProtoReflect.Descriptor instead.
 func (*ReleaseLease) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{26}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ReleaseLease) GetUnit() string {
@@ -2166,7 +2238,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[27]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2178,7 +2250,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[27]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2191,7 +2263,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{27}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Result) GetErrorCode() ErrorCode {
@@ -2241,7 +2313,7 @@ type OpResult struct {
 
 func (x *OpResult) Reset() {
 	*x = OpResult{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[28]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2253,7 +2325,7 @@ func (x *OpResult) String() string {
 func (*OpResult) ProtoMessage() {}
 
 func (x *OpResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[28]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2266,7 +2338,7 @@ func (x *OpResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpResult.ProtoReflect.Descriptor instead.
 func (*OpResult) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{28}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *OpResult) GetUnit() string {
@@ -2315,7 +2387,7 @@ type SnapshotRecord struct {
 
 func (x *SnapshotRecord) Reset() {
 	*x = SnapshotRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[29]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2327,7 +2399,7 @@ func (x *SnapshotRecord) String() string {
 func (*SnapshotRecord) ProtoMessage() {}
 
 func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[29]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2340,7 +2412,7 @@ func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRecord.ProtoReflect.Descriptor instead.
 func (*SnapshotRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{29}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SnapshotRecord) GetRecord() isSnapshotRecord_Record {
@@ -2548,7 +2620,7 @@ type DivergenceRecord struct {
 
 func (x *DivergenceRecord) Reset() {
 	*x = DivergenceRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[30]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2560,7 +2632,7 @@ func (x *DivergenceRecord) String() string {
 func (*DivergenceRecord) ProtoMessage() {}
 
 func (x *DivergenceRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[30]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2573,7 +2645,7 @@ func (x *DivergenceRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DivergenceRecord.ProtoReflect.Descriptor instead.
 func (*DivergenceRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{30}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DivergenceRecord) GetMemberId() string {
@@ -2624,7 +2696,7 @@ type SessionRecord struct {
 
 func (x *SessionRecord) Reset() {
 	*x = SessionRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[31]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2636,7 +2708,7 @@ func (x *SessionRecord) String() string {
 func (*SessionRecord) ProtoMessage() {}
 
 func (x *SessionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[31]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2649,7 +2721,7 @@ func (x *SessionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRecord.ProtoReflect.Descriptor instead.
 func (*SessionRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{31}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SessionRecord) GetClientId() string {
@@ -2690,7 +2762,7 @@ type SessionResult struct {
 
 func (x *SessionResult) Reset() {
 	*x = SessionResult{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[32]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2702,7 +2774,7 @@ func (x *SessionResult) String() string {
 func (*SessionResult) ProtoMessage() {}
 
 func (x *SessionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[32]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2715,7 +2787,7 @@ func (x *SessionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResult.ProtoReflect.Descriptor instead.
 func (*SessionResult) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{32}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SessionResult) GetSequence() uint64 {
@@ -2744,7 +2816,7 @@ type ClaimantRecord struct {
 
 func (x *ClaimantRecord) Reset() {
 	*x = ClaimantRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[33]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2756,7 +2828,7 @@ func (x *ClaimantRecord) String() string {
 func (*ClaimantRecord) ProtoMessage() {}
 
 func (x *ClaimantRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[33]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2769,7 +2841,7 @@ func (x *ClaimantRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimantRecord.ProtoReflect.Descriptor instead.
 func (*ClaimantRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{33}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ClaimantRecord) GetMemberId() string {
@@ -2806,7 +2878,7 @@ type StatusRecord struct {
 
 func (x *StatusRecord) Reset() {
 	*x = StatusRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[34]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2818,7 +2890,7 @@ func (x *StatusRecord) String() string {
 func (*StatusRecord) ProtoMessage() {}
 
 func (x *StatusRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[34]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2831,7 +2903,7 @@ func (x *StatusRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRecord.ProtoReflect.Descriptor instead.
 func (*StatusRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{34}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *StatusRecord) GetOwner() string {
@@ -2884,7 +2956,7 @@ type UnitExtraRecord struct {
 
 func (x *UnitExtraRecord) Reset() {
 	*x = UnitExtraRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[35]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2896,7 +2968,7 @@ func (x *UnitExtraRecord) String() string {
 func (*UnitExtraRecord) ProtoMessage() {}
 
 func (x *UnitExtraRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[35]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2909,7 +2981,7 @@ func (x *UnitExtraRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnitExtraRecord.ProtoReflect.Descriptor instead.
 func (*UnitExtraRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{35}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *UnitExtraRecord) GetUnit() string {
@@ -2967,13 +3039,17 @@ type SnapshotHeader struct {
 	Index                  uint64                 `protobuf:"varint,9,opt,name=index,proto3" json:"index,omitempty"`
 	// When sessions were last checked for expiry (unix nanoseconds).
 	SessionsSweptUnixNano int64 `protobuf:"varint,10,opt,name=sessions_swept_unix_nano,json=sessionsSweptUnixNano,proto3" json:"sessions_swept_unix_nano,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// The group's generation: 0 from bootstrap, one more after each recovery.
+	Generation                uint64 `protobuf:"varint,11,opt,name=generation,proto3" json:"generation,omitempty"`
+	GenerationPlan            string `protobuf:"bytes,12,opt,name=generation_plan,json=generationPlan,proto3" json:"generation_plan,omitempty"`
+	GenerationStartedUnixNano int64  `protobuf:"varint,13,opt,name=generation_started_unix_nano,json=generationStartedUnixNano,proto3" json:"generation_started_unix_nano,omitempty"`
+	unknownFields             protoimpl.UnknownFields
+	sizeCache                 protoimpl.SizeCache
 }
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[36]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2985,7 +3061,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[36]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2998,7 +3074,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{36}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SnapshotHeader) GetVersion() uint32 {
@@ -3071,6 +3147,27 @@ func (x *SnapshotHeader) GetSessionsSweptUnixNano() int64 {
 	return 0
 }
 
+func (x *SnapshotHeader) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *SnapshotHeader) GetGenerationPlan() string {
+	if x != nil {
+		return x.GenerationPlan
+	}
+	return ""
+}
+
+func (x *SnapshotHeader) GetGenerationStartedUnixNano() int64 {
+	if x != nil {
+		return x.GenerationStartedUnixNano
+	}
+	return 0
+}
+
 type SnapshotEnd struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Records uint64                 `protobuf:"varint,1,opt,name=records,proto3" json:"records,omitempty"`
@@ -3082,7 +3179,7 @@ type SnapshotEnd struct {
 
 func (x *SnapshotEnd) Reset() {
 	*x = SnapshotEnd{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[37]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3094,7 +3191,7 @@ func (x *SnapshotEnd) String() string {
 func (*SnapshotEnd) ProtoMessage() {}
 
 func (x *SnapshotEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[37]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3107,7 +3204,7 @@ func (x *SnapshotEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotEnd.ProtoReflect.Descriptor instead.
 func (*SnapshotEnd) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{37}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SnapshotEnd) GetRecords() uint64 {
@@ -3137,7 +3234,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[38]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3149,7 +3246,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[38]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3162,7 +3259,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{38}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Lease) GetUnit() string {
@@ -3215,7 +3312,7 @@ type RelationRecord struct {
 
 func (x *RelationRecord) Reset() {
 	*x = RelationRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[39]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3227,7 +3324,7 @@ func (x *RelationRecord) String() string {
 func (*RelationRecord) ProtoMessage() {}
 
 func (x *RelationRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[39]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3240,7 +3337,7 @@ func (x *RelationRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelationRecord.ProtoReflect.Descriptor instead.
 func (*RelationRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{39}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RelationRecord) GetId() int64 {
@@ -3305,7 +3402,7 @@ type BagRecord struct {
 
 func (x *BagRecord) Reset() {
 	*x = BagRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[40]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3317,7 +3414,7 @@ func (x *BagRecord) String() string {
 func (*BagRecord) ProtoMessage() {}
 
 func (x *BagRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[40]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3330,7 +3427,7 @@ func (x *BagRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BagRecord.ProtoReflect.Descriptor instead.
 func (*BagRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{40}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *BagRecord) GetRelationId() int64 {
@@ -3390,7 +3487,7 @@ type UnitRecord struct {
 
 func (x *UnitRecord) Reset() {
 	*x = UnitRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[41]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3402,7 +3499,7 @@ func (x *UnitRecord) String() string {
 func (*UnitRecord) ProtoMessage() {}
 
 func (x *UnitRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[41]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3415,7 +3512,7 @@ func (x *UnitRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnitRecord.ProtoReflect.Descriptor instead.
 func (*UnitRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{41}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *UnitRecord) GetName() string {
@@ -3512,7 +3609,7 @@ type CharmStateRecord struct {
 
 func (x *CharmStateRecord) Reset() {
 	*x = CharmStateRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[42]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3524,7 +3621,7 @@ func (x *CharmStateRecord) String() string {
 func (*CharmStateRecord) ProtoMessage() {}
 
 func (x *CharmStateRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[42]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3537,7 +3634,7 @@ func (x *CharmStateRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CharmStateRecord.ProtoReflect.Descriptor instead.
 func (*CharmStateRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{42}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CharmStateRecord) GetUnit() string {
@@ -3564,7 +3661,7 @@ type CursorRecord struct {
 
 func (x *CursorRecord) Reset() {
 	*x = CursorRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[43]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3576,7 +3673,7 @@ func (x *CursorRecord) String() string {
 func (*CursorRecord) ProtoMessage() {}
 
 func (x *CursorRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[43]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3589,7 +3686,7 @@ func (x *CursorRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CursorRecord.ProtoReflect.Descriptor instead.
 func (*CursorRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{43}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CursorRecord) GetUnit() string {
@@ -3625,7 +3722,7 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\x05Fence\x12\x12\n" +
 	"\x04unit\x18\x01 \x01(\tR\x04unit\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x14\n" +
-	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"\xe0\f\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"\xb2\r\n" +
 	"\x02Op\x12D\n" +
 	"\finit_cluster\x18\x01 \x01(\v2\x1f.bagkeeper.store.v1.InitClusterH\x00R\vinitCluster\x12M\n" +
 	"\x0fensure_relation\x18\x02 \x01(\v2\".bagkeeper.store.v1.EnsureRelationH\x00R\x0eensureRelation\x12M\n" +
@@ -3657,8 +3754,14 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\n" +
 	"hash_state\x18\x14 \x01(\v2\x1d.bagkeeper.store.v1.HashStateH\x00R\thashState\x12S\n" +
 	"\x11report_divergence\x18\x15 \x01(\v2$.bagkeeper.store.v1.ReportDivergenceH\x00R\x10reportDivergence\x12S\n" +
-	"\x11forget_divergence\x18\x16 \x01(\v2$.bagkeeper.store.v1.ForgetDivergenceH\x00R\x10forgetDivergenceB\x04\n" +
-	"\x02op\"\v\n" +
+	"\x11forget_divergence\x18\x16 \x01(\v2$.bagkeeper.store.v1.ForgetDivergenceH\x00R\x10forgetDivergence\x12P\n" +
+	"\x10start_generation\x18\x17 \x01(\v2#.bagkeeper.store.v1.StartGenerationH\x00R\x0fstartGenerationB\x04\n" +
+	"\x02op\"E\n" +
+	"\x0fStartGeneration\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\x04R\n" +
+	"generation\x12\x12\n" +
+	"\x04plan\x18\x02 \x01(\tR\x04plan\"\v\n" +
 	"\tHashState\"u\n" +
 	"\x10ReportDivergence\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x14\n" +
@@ -3822,7 +3925,7 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\n" +
 	"hook_error\x18\x04 \x01(\tR\thookError\x12,\n" +
 	"\x12hook_error_message\x18\x05 \x01(\tR\x10hookErrorMessage\x12:\n" +
-	"\x1ahook_error_since_unix_nano\x18\x06 \x01(\x03R\x16hookErrorSinceUnixNano\"\xfb\x03\n" +
+	"\x1ahook_error_since_unix_nano\x18\x06 \x01(\x03R\x16hookErrorSinceUnixNano\"\x85\x05\n" +
 	"\x0eSnapshotHeader\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x10\n" +
 	"\x03app\x18\x02 \x01(\tR\x03app\x12\x1d\n" +
@@ -3835,7 +3938,12 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\x05lease\x18\b \x01(\v2\x19.bagkeeper.store.v1.LeaseR\x05lease\x12\x14\n" +
 	"\x05index\x18\t \x01(\x04R\x05index\x127\n" +
 	"\x18sessions_swept_unix_nano\x18\n" +
-	" \x01(\x03R\x15sessionsSweptUnixNano\x1aA\n" +
+	" \x01(\x03R\x15sessionsSweptUnixNano\x12\x1e\n" +
+	"\n" +
+	"generation\x18\v \x01(\x04R\n" +
+	"generation\x12'\n" +
+	"\x0fgeneration_plan\x18\f \x01(\tR\x0egenerationPlan\x12?\n" +
+	"\x1cgeneration_started_unix_nano\x18\r \x01(\x03R\x19generationStartedUnixNano\x1aA\n" +
 	"\x13LeaderSettingsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"?\n" +
@@ -3924,7 +4032,7 @@ func file_raftstore_storepb_store_proto_rawDescGZIP() []byte {
 }
 
 var file_raftstore_storepb_store_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_raftstore_storepb_store_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_raftstore_storepb_store_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_raftstore_storepb_store_proto_goTypes = []any{
 	(ErrorCode)(0),               // 0: bagkeeper.store.v1.ErrorCode
 	(UnitState)(0),               // 1: bagkeeper.store.v1.UnitState
@@ -3932,111 +4040,113 @@ var file_raftstore_storepb_store_proto_goTypes = []any{
 	(*ClientRequest)(nil),        // 3: bagkeeper.store.v1.ClientRequest
 	(*Fence)(nil),                // 4: bagkeeper.store.v1.Fence
 	(*Op)(nil),                   // 5: bagkeeper.store.v1.Op
-	(*HashState)(nil),            // 6: bagkeeper.store.v1.HashState
-	(*ReportDivergence)(nil),     // 7: bagkeeper.store.v1.ReportDivergence
-	(*ForgetDivergence)(nil),     // 8: bagkeeper.store.v1.ForgetDivergence
-	(*ForgetClaimant)(nil),       // 9: bagkeeper.store.v1.ForgetClaimant
-	(*InitCluster)(nil),          // 10: bagkeeper.store.v1.InitCluster
-	(*EnsureRelation)(nil),       // 11: bagkeeper.store.v1.EnsureRelation
-	(*RemoveRelation)(nil),       // 12: bagkeeper.store.v1.RemoveRelation
-	(*UpdateBag)(nil),            // 13: bagkeeper.store.v1.UpdateBag
-	(*CheckBag)(nil),             // 14: bagkeeper.store.v1.CheckBag
-	(*ClaimUnit)(nil),            // 15: bagkeeper.store.v1.ClaimUnit
-	(*ReleaseUnit)(nil),          // 16: bagkeeper.store.v1.ReleaseUnit
-	(*RemoveUnit)(nil),           // 17: bagkeeper.store.v1.RemoveUnit
-	(*UpdateCharmState)(nil),     // 18: bagkeeper.store.v1.UpdateCharmState
-	(*UpdateLeaderSettings)(nil), // 19: bagkeeper.store.v1.UpdateLeaderSettings
-	(*ClaimLease)(nil),           // 20: bagkeeper.store.v1.ClaimLease
-	(*CheckLease)(nil),           // 21: bagkeeper.store.v1.CheckLease
-	(*SetCursor)(nil),            // 22: bagkeeper.store.v1.SetCursor
-	(*SetStatus)(nil),            // 23: bagkeeper.store.v1.SetStatus
-	(*SetHookError)(nil),         // 24: bagkeeper.store.v1.SetHookError
-	(*SetWorkloadVersion)(nil),   // 25: bagkeeper.store.v1.SetWorkloadVersion
-	(*Port)(nil),                 // 26: bagkeeper.store.v1.Port
-	(*UpdatePorts)(nil),          // 27: bagkeeper.store.v1.UpdatePorts
-	(*ReleaseLease)(nil),         // 28: bagkeeper.store.v1.ReleaseLease
-	(*Result)(nil),               // 29: bagkeeper.store.v1.Result
-	(*OpResult)(nil),             // 30: bagkeeper.store.v1.OpResult
-	(*SnapshotRecord)(nil),       // 31: bagkeeper.store.v1.SnapshotRecord
-	(*DivergenceRecord)(nil),     // 32: bagkeeper.store.v1.DivergenceRecord
-	(*SessionRecord)(nil),        // 33: bagkeeper.store.v1.SessionRecord
-	(*SessionResult)(nil),        // 34: bagkeeper.store.v1.SessionResult
-	(*ClaimantRecord)(nil),       // 35: bagkeeper.store.v1.ClaimantRecord
-	(*StatusRecord)(nil),         // 36: bagkeeper.store.v1.StatusRecord
-	(*UnitExtraRecord)(nil),      // 37: bagkeeper.store.v1.UnitExtraRecord
-	(*SnapshotHeader)(nil),       // 38: bagkeeper.store.v1.SnapshotHeader
-	(*SnapshotEnd)(nil),          // 39: bagkeeper.store.v1.SnapshotEnd
-	(*Lease)(nil),                // 40: bagkeeper.store.v1.Lease
-	(*RelationRecord)(nil),       // 41: bagkeeper.store.v1.RelationRecord
-	(*BagRecord)(nil),            // 42: bagkeeper.store.v1.BagRecord
-	(*UnitRecord)(nil),           // 43: bagkeeper.store.v1.UnitRecord
-	(*CharmStateRecord)(nil),     // 44: bagkeeper.store.v1.CharmStateRecord
-	(*CursorRecord)(nil),         // 45: bagkeeper.store.v1.CursorRecord
-	nil,                          // 46: bagkeeper.store.v1.UpdateBag.SetEntry
-	nil,                          // 47: bagkeeper.store.v1.UpdateCharmState.SetEntry
-	nil,                          // 48: bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
-	nil,                          // 49: bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
-	nil,                          // 50: bagkeeper.store.v1.BagRecord.DataEntry
-	nil,                          // 51: bagkeeper.store.v1.CharmStateRecord.DataEntry
+	(*StartGeneration)(nil),      // 6: bagkeeper.store.v1.StartGeneration
+	(*HashState)(nil),            // 7: bagkeeper.store.v1.HashState
+	(*ReportDivergence)(nil),     // 8: bagkeeper.store.v1.ReportDivergence
+	(*ForgetDivergence)(nil),     // 9: bagkeeper.store.v1.ForgetDivergence
+	(*ForgetClaimant)(nil),       // 10: bagkeeper.store.v1.ForgetClaimant
+	(*InitCluster)(nil),          // 11: bagkeeper.store.v1.InitCluster
+	(*EnsureRelation)(nil),       // 12: bagkeeper.store.v1.EnsureRelation
+	(*RemoveRelation)(nil),       // 13: bagkeeper.store.v1.RemoveRelation
+	(*UpdateBag)(nil),            // 14: bagkeeper.store.v1.UpdateBag
+	(*CheckBag)(nil),             // 15: bagkeeper.store.v1.CheckBag
+	(*ClaimUnit)(nil),            // 16: bagkeeper.store.v1.ClaimUnit
+	(*ReleaseUnit)(nil),          // 17: bagkeeper.store.v1.ReleaseUnit
+	(*RemoveUnit)(nil),           // 18: bagkeeper.store.v1.RemoveUnit
+	(*UpdateCharmState)(nil),     // 19: bagkeeper.store.v1.UpdateCharmState
+	(*UpdateLeaderSettings)(nil), // 20: bagkeeper.store.v1.UpdateLeaderSettings
+	(*ClaimLease)(nil),           // 21: bagkeeper.store.v1.ClaimLease
+	(*CheckLease)(nil),           // 22: bagkeeper.store.v1.CheckLease
+	(*SetCursor)(nil),            // 23: bagkeeper.store.v1.SetCursor
+	(*SetStatus)(nil),            // 24: bagkeeper.store.v1.SetStatus
+	(*SetHookError)(nil),         // 25: bagkeeper.store.v1.SetHookError
+	(*SetWorkloadVersion)(nil),   // 26: bagkeeper.store.v1.SetWorkloadVersion
+	(*Port)(nil),                 // 27: bagkeeper.store.v1.Port
+	(*UpdatePorts)(nil),          // 28: bagkeeper.store.v1.UpdatePorts
+	(*ReleaseLease)(nil),         // 29: bagkeeper.store.v1.ReleaseLease
+	(*Result)(nil),               // 30: bagkeeper.store.v1.Result
+	(*OpResult)(nil),             // 31: bagkeeper.store.v1.OpResult
+	(*SnapshotRecord)(nil),       // 32: bagkeeper.store.v1.SnapshotRecord
+	(*DivergenceRecord)(nil),     // 33: bagkeeper.store.v1.DivergenceRecord
+	(*SessionRecord)(nil),        // 34: bagkeeper.store.v1.SessionRecord
+	(*SessionResult)(nil),        // 35: bagkeeper.store.v1.SessionResult
+	(*ClaimantRecord)(nil),       // 36: bagkeeper.store.v1.ClaimantRecord
+	(*StatusRecord)(nil),         // 37: bagkeeper.store.v1.StatusRecord
+	(*UnitExtraRecord)(nil),      // 38: bagkeeper.store.v1.UnitExtraRecord
+	(*SnapshotHeader)(nil),       // 39: bagkeeper.store.v1.SnapshotHeader
+	(*SnapshotEnd)(nil),          // 40: bagkeeper.store.v1.SnapshotEnd
+	(*Lease)(nil),                // 41: bagkeeper.store.v1.Lease
+	(*RelationRecord)(nil),       // 42: bagkeeper.store.v1.RelationRecord
+	(*BagRecord)(nil),            // 43: bagkeeper.store.v1.BagRecord
+	(*UnitRecord)(nil),           // 44: bagkeeper.store.v1.UnitRecord
+	(*CharmStateRecord)(nil),     // 45: bagkeeper.store.v1.CharmStateRecord
+	(*CursorRecord)(nil),         // 46: bagkeeper.store.v1.CursorRecord
+	nil,                          // 47: bagkeeper.store.v1.UpdateBag.SetEntry
+	nil,                          // 48: bagkeeper.store.v1.UpdateCharmState.SetEntry
+	nil,                          // 49: bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
+	nil,                          // 50: bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
+	nil,                          // 51: bagkeeper.store.v1.BagRecord.DataEntry
+	nil,                          // 52: bagkeeper.store.v1.CharmStateRecord.DataEntry
 }
 var file_raftstore_storepb_store_proto_depIdxs = []int32{
 	5,  // 0: bagkeeper.store.v1.Command.ops:type_name -> bagkeeper.store.v1.Op
 	3,  // 1: bagkeeper.store.v1.Command.client:type_name -> bagkeeper.store.v1.ClientRequest
 	4,  // 2: bagkeeper.store.v1.Command.fence:type_name -> bagkeeper.store.v1.Fence
-	10, // 3: bagkeeper.store.v1.Op.init_cluster:type_name -> bagkeeper.store.v1.InitCluster
-	11, // 4: bagkeeper.store.v1.Op.ensure_relation:type_name -> bagkeeper.store.v1.EnsureRelation
-	12, // 5: bagkeeper.store.v1.Op.remove_relation:type_name -> bagkeeper.store.v1.RemoveRelation
-	13, // 6: bagkeeper.store.v1.Op.update_bag:type_name -> bagkeeper.store.v1.UpdateBag
-	15, // 7: bagkeeper.store.v1.Op.claim_unit:type_name -> bagkeeper.store.v1.ClaimUnit
-	16, // 8: bagkeeper.store.v1.Op.release_unit:type_name -> bagkeeper.store.v1.ReleaseUnit
-	17, // 9: bagkeeper.store.v1.Op.remove_unit:type_name -> bagkeeper.store.v1.RemoveUnit
-	18, // 10: bagkeeper.store.v1.Op.update_charm_state:type_name -> bagkeeper.store.v1.UpdateCharmState
-	19, // 11: bagkeeper.store.v1.Op.update_leader_settings:type_name -> bagkeeper.store.v1.UpdateLeaderSettings
-	20, // 12: bagkeeper.store.v1.Op.claim_lease:type_name -> bagkeeper.store.v1.ClaimLease
-	21, // 13: bagkeeper.store.v1.Op.check_lease:type_name -> bagkeeper.store.v1.CheckLease
-	22, // 14: bagkeeper.store.v1.Op.set_cursor:type_name -> bagkeeper.store.v1.SetCursor
-	14, // 15: bagkeeper.store.v1.Op.check_bag:type_name -> bagkeeper.store.v1.CheckBag
-	23, // 16: bagkeeper.store.v1.Op.set_status:type_name -> bagkeeper.store.v1.SetStatus
-	24, // 17: bagkeeper.store.v1.Op.set_hook_error:type_name -> bagkeeper.store.v1.SetHookError
-	25, // 18: bagkeeper.store.v1.Op.set_workload_version:type_name -> bagkeeper.store.v1.SetWorkloadVersion
-	27, // 19: bagkeeper.store.v1.Op.update_ports:type_name -> bagkeeper.store.v1.UpdatePorts
-	28, // 20: bagkeeper.store.v1.Op.release_lease:type_name -> bagkeeper.store.v1.ReleaseLease
-	9,  // 21: bagkeeper.store.v1.Op.forget_claimant:type_name -> bagkeeper.store.v1.ForgetClaimant
-	6,  // 22: bagkeeper.store.v1.Op.hash_state:type_name -> bagkeeper.store.v1.HashState
-	7,  // 23: bagkeeper.store.v1.Op.report_divergence:type_name -> bagkeeper.store.v1.ReportDivergence
-	8,  // 24: bagkeeper.store.v1.Op.forget_divergence:type_name -> bagkeeper.store.v1.ForgetDivergence
-	46, // 25: bagkeeper.store.v1.UpdateBag.set:type_name -> bagkeeper.store.v1.UpdateBag.SetEntry
-	47, // 26: bagkeeper.store.v1.UpdateCharmState.set:type_name -> bagkeeper.store.v1.UpdateCharmState.SetEntry
-	48, // 27: bagkeeper.store.v1.UpdateLeaderSettings.set:type_name -> bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
-	26, // 28: bagkeeper.store.v1.UpdatePorts.open:type_name -> bagkeeper.store.v1.Port
-	26, // 29: bagkeeper.store.v1.UpdatePorts.close:type_name -> bagkeeper.store.v1.Port
-	0,  // 30: bagkeeper.store.v1.Result.error_code:type_name -> bagkeeper.store.v1.ErrorCode
-	30, // 31: bagkeeper.store.v1.Result.ops:type_name -> bagkeeper.store.v1.OpResult
-	38, // 32: bagkeeper.store.v1.SnapshotRecord.header:type_name -> bagkeeper.store.v1.SnapshotHeader
-	41, // 33: bagkeeper.store.v1.SnapshotRecord.relation:type_name -> bagkeeper.store.v1.RelationRecord
-	42, // 34: bagkeeper.store.v1.SnapshotRecord.bag:type_name -> bagkeeper.store.v1.BagRecord
-	43, // 35: bagkeeper.store.v1.SnapshotRecord.unit:type_name -> bagkeeper.store.v1.UnitRecord
-	44, // 36: bagkeeper.store.v1.SnapshotRecord.charm_state:type_name -> bagkeeper.store.v1.CharmStateRecord
-	45, // 37: bagkeeper.store.v1.SnapshotRecord.cursor:type_name -> bagkeeper.store.v1.CursorRecord
-	39, // 38: bagkeeper.store.v1.SnapshotRecord.end:type_name -> bagkeeper.store.v1.SnapshotEnd
-	36, // 39: bagkeeper.store.v1.SnapshotRecord.status:type_name -> bagkeeper.store.v1.StatusRecord
-	37, // 40: bagkeeper.store.v1.SnapshotRecord.unit_extra:type_name -> bagkeeper.store.v1.UnitExtraRecord
-	33, // 41: bagkeeper.store.v1.SnapshotRecord.session:type_name -> bagkeeper.store.v1.SessionRecord
-	35, // 42: bagkeeper.store.v1.SnapshotRecord.claimant:type_name -> bagkeeper.store.v1.ClaimantRecord
-	32, // 43: bagkeeper.store.v1.SnapshotRecord.divergence:type_name -> bagkeeper.store.v1.DivergenceRecord
-	34, // 44: bagkeeper.store.v1.SessionRecord.results:type_name -> bagkeeper.store.v1.SessionResult
-	29, // 45: bagkeeper.store.v1.SessionResult.result:type_name -> bagkeeper.store.v1.Result
-	26, // 46: bagkeeper.store.v1.UnitExtraRecord.ports:type_name -> bagkeeper.store.v1.Port
-	49, // 47: bagkeeper.store.v1.SnapshotHeader.leader_settings:type_name -> bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
-	40, // 48: bagkeeper.store.v1.SnapshotHeader.lease:type_name -> bagkeeper.store.v1.Lease
-	50, // 49: bagkeeper.store.v1.BagRecord.data:type_name -> bagkeeper.store.v1.BagRecord.DataEntry
-	1,  // 50: bagkeeper.store.v1.UnitRecord.state:type_name -> bagkeeper.store.v1.UnitState
-	51, // 51: bagkeeper.store.v1.CharmStateRecord.data:type_name -> bagkeeper.store.v1.CharmStateRecord.DataEntry
-	52, // [52:52] is the sub-list for method output_type
-	52, // [52:52] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	11, // 3: bagkeeper.store.v1.Op.init_cluster:type_name -> bagkeeper.store.v1.InitCluster
+	12, // 4: bagkeeper.store.v1.Op.ensure_relation:type_name -> bagkeeper.store.v1.EnsureRelation
+	13, // 5: bagkeeper.store.v1.Op.remove_relation:type_name -> bagkeeper.store.v1.RemoveRelation
+	14, // 6: bagkeeper.store.v1.Op.update_bag:type_name -> bagkeeper.store.v1.UpdateBag
+	16, // 7: bagkeeper.store.v1.Op.claim_unit:type_name -> bagkeeper.store.v1.ClaimUnit
+	17, // 8: bagkeeper.store.v1.Op.release_unit:type_name -> bagkeeper.store.v1.ReleaseUnit
+	18, // 9: bagkeeper.store.v1.Op.remove_unit:type_name -> bagkeeper.store.v1.RemoveUnit
+	19, // 10: bagkeeper.store.v1.Op.update_charm_state:type_name -> bagkeeper.store.v1.UpdateCharmState
+	20, // 11: bagkeeper.store.v1.Op.update_leader_settings:type_name -> bagkeeper.store.v1.UpdateLeaderSettings
+	21, // 12: bagkeeper.store.v1.Op.claim_lease:type_name -> bagkeeper.store.v1.ClaimLease
+	22, // 13: bagkeeper.store.v1.Op.check_lease:type_name -> bagkeeper.store.v1.CheckLease
+	23, // 14: bagkeeper.store.v1.Op.set_cursor:type_name -> bagkeeper.store.v1.SetCursor
+	15, // 15: bagkeeper.store.v1.Op.check_bag:type_name -> bagkeeper.store.v1.CheckBag
+	24, // 16: bagkeeper.store.v1.Op.set_status:type_name -> bagkeeper.store.v1.SetStatus
+	25, // 17: bagkeeper.store.v1.Op.set_hook_error:type_name -> bagkeeper.store.v1.SetHookError
+	26, // 18: bagkeeper.store.v1.Op.set_workload_version:type_name -> bagkeeper.store.v1.SetWorkloadVersion
+	28, // 19: bagkeeper.store.v1.Op.update_ports:type_name -> bagkeeper.store.v1.UpdatePorts
+	29, // 20: bagkeeper.store.v1.Op.release_lease:type_name -> bagkeeper.store.v1.ReleaseLease
+	10, // 21: bagkeeper.store.v1.Op.forget_claimant:type_name -> bagkeeper.store.v1.ForgetClaimant
+	7,  // 22: bagkeeper.store.v1.Op.hash_state:type_name -> bagkeeper.store.v1.HashState
+	8,  // 23: bagkeeper.store.v1.Op.report_divergence:type_name -> bagkeeper.store.v1.ReportDivergence
+	9,  // 24: bagkeeper.store.v1.Op.forget_divergence:type_name -> bagkeeper.store.v1.ForgetDivergence
+	6,  // 25: bagkeeper.store.v1.Op.start_generation:type_name -> bagkeeper.store.v1.StartGeneration
+	47, // 26: bagkeeper.store.v1.UpdateBag.set:type_name -> bagkeeper.store.v1.UpdateBag.SetEntry
+	48, // 27: bagkeeper.store.v1.UpdateCharmState.set:type_name -> bagkeeper.store.v1.UpdateCharmState.SetEntry
+	49, // 28: bagkeeper.store.v1.UpdateLeaderSettings.set:type_name -> bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
+	27, // 29: bagkeeper.store.v1.UpdatePorts.open:type_name -> bagkeeper.store.v1.Port
+	27, // 30: bagkeeper.store.v1.UpdatePorts.close:type_name -> bagkeeper.store.v1.Port
+	0,  // 31: bagkeeper.store.v1.Result.error_code:type_name -> bagkeeper.store.v1.ErrorCode
+	31, // 32: bagkeeper.store.v1.Result.ops:type_name -> bagkeeper.store.v1.OpResult
+	39, // 33: bagkeeper.store.v1.SnapshotRecord.header:type_name -> bagkeeper.store.v1.SnapshotHeader
+	42, // 34: bagkeeper.store.v1.SnapshotRecord.relation:type_name -> bagkeeper.store.v1.RelationRecord
+	43, // 35: bagkeeper.store.v1.SnapshotRecord.bag:type_name -> bagkeeper.store.v1.BagRecord
+	44, // 36: bagkeeper.store.v1.SnapshotRecord.unit:type_name -> bagkeeper.store.v1.UnitRecord
+	45, // 37: bagkeeper.store.v1.SnapshotRecord.charm_state:type_name -> bagkeeper.store.v1.CharmStateRecord
+	46, // 38: bagkeeper.store.v1.SnapshotRecord.cursor:type_name -> bagkeeper.store.v1.CursorRecord
+	40, // 39: bagkeeper.store.v1.SnapshotRecord.end:type_name -> bagkeeper.store.v1.SnapshotEnd
+	37, // 40: bagkeeper.store.v1.SnapshotRecord.status:type_name -> bagkeeper.store.v1.StatusRecord
+	38, // 41: bagkeeper.store.v1.SnapshotRecord.unit_extra:type_name -> bagkeeper.store.v1.UnitExtraRecord
+	34, // 42: bagkeeper.store.v1.SnapshotRecord.session:type_name -> bagkeeper.store.v1.SessionRecord
+	36, // 43: bagkeeper.store.v1.SnapshotRecord.claimant:type_name -> bagkeeper.store.v1.ClaimantRecord
+	33, // 44: bagkeeper.store.v1.SnapshotRecord.divergence:type_name -> bagkeeper.store.v1.DivergenceRecord
+	35, // 45: bagkeeper.store.v1.SessionRecord.results:type_name -> bagkeeper.store.v1.SessionResult
+	30, // 46: bagkeeper.store.v1.SessionResult.result:type_name -> bagkeeper.store.v1.Result
+	27, // 47: bagkeeper.store.v1.UnitExtraRecord.ports:type_name -> bagkeeper.store.v1.Port
+	50, // 48: bagkeeper.store.v1.SnapshotHeader.leader_settings:type_name -> bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
+	41, // 49: bagkeeper.store.v1.SnapshotHeader.lease:type_name -> bagkeeper.store.v1.Lease
+	51, // 50: bagkeeper.store.v1.BagRecord.data:type_name -> bagkeeper.store.v1.BagRecord.DataEntry
+	1,  // 51: bagkeeper.store.v1.UnitRecord.state:type_name -> bagkeeper.store.v1.UnitState
+	52, // 52: bagkeeper.store.v1.CharmStateRecord.data:type_name -> bagkeeper.store.v1.CharmStateRecord.DataEntry
+	53, // [53:53] is the sub-list for method output_type
+	53, // [53:53] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_raftstore_storepb_store_proto_init() }
@@ -4067,8 +4177,9 @@ func file_raftstore_storepb_store_proto_init() {
 		(*Op_HashState)(nil),
 		(*Op_ReportDivergence)(nil),
 		(*Op_ForgetDivergence)(nil),
+		(*Op_StartGeneration)(nil),
 	}
-	file_raftstore_storepb_store_proto_msgTypes[29].OneofWrappers = []any{
+	file_raftstore_storepb_store_proto_msgTypes[30].OneofWrappers = []any{
 		(*SnapshotRecord_Header)(nil),
 		(*SnapshotRecord_Relation)(nil),
 		(*SnapshotRecord_Bag)(nil),
@@ -4088,7 +4199,7 @@ func file_raftstore_storepb_store_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftstore_storepb_store_proto_rawDesc), len(file_raftstore_storepb_store_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   50,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

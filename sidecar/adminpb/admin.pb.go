@@ -95,7 +95,10 @@ type Member struct {
 	Version          string `protobuf:"bytes,10,opt,name=version,proto3" json:"version,omitempty"`
 	// Set when the member's state was found unlike the others' (it serves
 	// nothing): the raft index and the hashes.
-	Diverged      string `protobuf:"bytes,11,opt,name=diverged,proto3" json:"diverged,omitempty"`
+	Diverged string `protobuf:"bytes,11,opt,name=diverged,proto3" json:"diverged,omitempty"`
+	// The cluster id and generation of the member's state, as it says.
+	ClusterId     string `protobuf:"bytes,12,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	Generation    uint64 `protobuf:"varint,13,opt,name=generation,proto3" json:"generation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -205,6 +208,20 @@ func (x *Member) GetDiverged() string {
 		return x.Diverged
 	}
 	return ""
+}
+
+func (x *Member) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *Member) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
 }
 
 // Claimant is a pod waiting for a unit (the declared scale is reached).
@@ -487,6 +504,10 @@ type StatusResponse struct {
 	Ready          bool                   `protobuf:"varint,12,opt,name=ready,proto3" json:"ready,omitempty"`
 	NotReadyReason string                 `protobuf:"bytes,13,opt,name=not_ready_reason,json=notReadyReason,proto3" json:"not_ready_reason,omitempty"`
 	Waiting        []*Claimant            `protobuf:"bytes,14,rep,name=waiting,proto3" json:"waiting,omitempty"`
+	// The group's generation (one more after each recovery) and the plan
+	// that made it.
+	Generation     uint64 `protobuf:"varint,15,opt,name=generation,proto3" json:"generation,omitempty"`
+	GenerationPlan string `protobuf:"bytes,16,opt,name=generation_plan,json=generationPlan,proto3" json:"generation_plan,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -617,6 +638,20 @@ func (x *StatusResponse) GetWaiting() []*Claimant {
 		return x.Waiting
 	}
 	return nil
+}
+
+func (x *StatusResponse) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetGenerationPlan() string {
+	if x != nil {
+		return x.GenerationPlan
+	}
+	return ""
 }
 
 type GetBagsRequest struct {
@@ -1215,6 +1250,374 @@ func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
 	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{16}
 }
 
+type Survivor struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Survivor) Reset() {
+	*x = Survivor{}
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Survivor) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Survivor) ProtoMessage() {}
+
+func (x *Survivor) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Survivor.ProtoReflect.Descriptor instead.
+func (*Survivor) Descriptor() ([]byte, []int) {
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *Survivor) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Survivor) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+type PlanRecoveryRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Survivors     []*Survivor            `protobuf:"bytes,1,rep,name=survivors,proto3" json:"survivors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanRecoveryRequest) Reset() {
+	*x = PlanRecoveryRequest{}
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanRecoveryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanRecoveryRequest) ProtoMessage() {}
+
+func (x *PlanRecoveryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanRecoveryRequest.ProtoReflect.Descriptor instead.
+func (*PlanRecoveryRequest) Descriptor() ([]byte, []int) {
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *PlanRecoveryRequest) GetSurvivors() []*Survivor {
+	if x != nil {
+		return x.Survivors
+	}
+	return nil
+}
+
+type PlannedSurvivor struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Id          string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Address     string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	LastLogTerm uint64                 `protobuf:"varint,3,opt,name=last_log_term,json=lastLogTerm,proto3" json:"last_log_term,omitempty"`
+	LastIndex   uint64                 `protobuf:"varint,4,opt,name=last_index,json=lastIndex,proto3" json:"last_index,omitempty"`
+	// "lead": recovers the group alone and leads it; "rejoin": sets its raft
+	// state aside at its next start and joins the recovered group as a new
+	// member.
+	Role          string `protobuf:"bytes,5,opt,name=role,proto3" json:"role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlannedSurvivor) Reset() {
+	*x = PlannedSurvivor{}
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlannedSurvivor) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlannedSurvivor) ProtoMessage() {}
+
+func (x *PlannedSurvivor) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlannedSurvivor.ProtoReflect.Descriptor instead.
+func (*PlannedSurvivor) Descriptor() ([]byte, []int) {
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *PlannedSurvivor) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *PlannedSurvivor) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *PlannedSurvivor) GetLastLogTerm() uint64 {
+	if x != nil {
+		return x.LastLogTerm
+	}
+	return 0
+}
+
+func (x *PlannedSurvivor) GetLastIndex() uint64 {
+	if x != nil {
+		return x.LastIndex
+	}
+	return 0
+}
+
+func (x *PlannedSurvivor) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+type RecoveryPlan struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The first 12 hex digits of the digest.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// SHA-256 of everything the plan says, in hex.
+	Digest    string `protobuf:"bytes,2,opt,name=digest,proto3" json:"digest,omitempty"`
+	ClusterId string `protobuf:"bytes,3,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// The generation the recovered group will have.
+	Generation    uint64             `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
+	Leader        string             `protobuf:"bytes,5,opt,name=leader,proto3" json:"leader,omitempty"`
+	Survivors     []*PlannedSurvivor `protobuf:"bytes,6,rep,name=survivors,proto3" json:"survivors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecoveryPlan) Reset() {
+	*x = RecoveryPlan{}
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecoveryPlan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecoveryPlan) ProtoMessage() {}
+
+func (x *RecoveryPlan) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecoveryPlan.ProtoReflect.Descriptor instead.
+func (*RecoveryPlan) Descriptor() ([]byte, []int) {
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *RecoveryPlan) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RecoveryPlan) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *RecoveryPlan) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *RecoveryPlan) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *RecoveryPlan) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+func (x *RecoveryPlan) GetSurvivors() []*PlannedSurvivor {
+	if x != nil {
+		return x.Survivors
+	}
+	return nil
+}
+
+type StageRecoveryRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Survivors []*Survivor            `protobuf:"bytes,1,rep,name=survivors,proto3" json:"survivors,omitempty"`
+	// The digest printed by PlanRecovery.
+	Digest        string `protobuf:"bytes,2,opt,name=digest,proto3" json:"digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StageRecoveryRequest) Reset() {
+	*x = StageRecoveryRequest{}
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StageRecoveryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StageRecoveryRequest) ProtoMessage() {}
+
+func (x *StageRecoveryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StageRecoveryRequest.ProtoReflect.Descriptor instead.
+func (*StageRecoveryRequest) Descriptor() ([]byte, []int) {
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *StageRecoveryRequest) GetSurvivors() []*Survivor {
+	if x != nil {
+		return x.Survivors
+	}
+	return nil
+}
+
+func (x *StageRecoveryRequest) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+type StageRecoveryResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Plan  *RecoveryPlan          `protobuf:"bytes,1,opt,name=plan,proto3" json:"plan,omitempty"`
+	// This member's part: "lead" or "rejoin".
+	Role          string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StageRecoveryResponse) Reset() {
+	*x = StageRecoveryResponse{}
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StageRecoveryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StageRecoveryResponse) ProtoMessage() {}
+
+func (x *StageRecoveryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StageRecoveryResponse.ProtoReflect.Descriptor instead.
+func (*StageRecoveryResponse) Descriptor() ([]byte, []int) {
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *StageRecoveryResponse) GetPlan() *RecoveryPlan {
+	if x != nil {
+		return x.Plan
+	}
+	return nil
+}
+
+func (x *StageRecoveryResponse) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
 var File_sidecar_adminpb_admin_proto protoreflect.FileDescriptor
 
 const file_sidecar_adminpb_admin_proto_rawDesc = "" +
@@ -1222,7 +1625,7 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"\x1bsidecar/adminpb/admin.proto\x12\x12bagkeeper.admin.v1\".\n" +
 	"\rStatusRequest\x12\x1d\n" +
 	"\n" +
-	"skip_probe\x18\x01 \x01(\bR\tskipProbe\"\xc2\x02\n" +
+	"skip_probe\x18\x01 \x01(\bR\tskipProbe\"\x81\x03\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1a\n" +
@@ -1236,7 +1639,12 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"\x12last_contact_nanos\x18\t \x01(\x03R\x10lastContactNanos\x12\x18\n" +
 	"\aversion\x18\n" +
 	" \x01(\tR\aversion\x12\x1a\n" +
-	"\bdiverged\x18\v \x01(\tR\bdiverged\"\\\n" +
+	"\bdiverged\x18\v \x01(\tR\bdiverged\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\f \x01(\tR\tclusterId\x12\x1e\n" +
+	"\n" +
+	"generation\x18\r \x01(\x04R\n" +
+	"generation\"\\\n" +
 	"\bClaimant\x12\x16\n" +
 	"\x06member\x18\x01 \x01(\tR\x06member\x12\x10\n" +
 	"\x03pod\x18\x02 \x01(\tR\x03pod\x12&\n" +
@@ -1260,7 +1668,7 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"\n" +
 	"remote_app\x18\x05 \x01(\tR\tremoteApp\x12'\n" +
 	"\x0fremote_endpoint\x18\x06 \x01(\tR\x0eremoteEndpoint\x12\x12\n" +
-	"\x04bags\x18\a \x01(\x05R\x04bags\"\xf7\x03\n" +
+	"\x04bags\x18\a \x01(\x05R\x04bags\"\xc0\x04\n" +
 	"\x0eStatusResponse\x12\x10\n" +
 	"\x03app\x18\x01 \x01(\tR\x03app\x12\x1d\n" +
 	"\n" +
@@ -1277,7 +1685,11 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"\trelations\x18\v \x03(\v2\x1c.bagkeeper.admin.v1.RelationR\trelations\x12\x14\n" +
 	"\x05ready\x18\f \x01(\bR\x05ready\x12(\n" +
 	"\x10not_ready_reason\x18\r \x01(\tR\x0enotReadyReason\x126\n" +
-	"\awaiting\x18\x0e \x03(\v2\x1c.bagkeeper.admin.v1.ClaimantR\awaiting\"]\n" +
+	"\awaiting\x18\x0e \x03(\v2\x1c.bagkeeper.admin.v1.ClaimantR\awaiting\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x0f \x01(\x04R\n" +
+	"generation\x12'\n" +
+	"\x0fgeneration_plan\x18\x10 \x01(\tR\x0egenerationPlan\"]\n" +
 	"\x0eGetBagsRequest\x12\x1f\n" +
 	"\vrelation_id\x18\x01 \x01(\x03R\n" +
 	"relationId\x12\x14\n" +
@@ -1323,7 +1735,35 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"\x12RemoveUnitResponse\"%\n" +
 	"\x13RemoveMemberRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
-	"\x14RemoveMemberResponse2\xa6\x04\n" +
+	"\x14RemoveMemberResponse\"4\n" +
+	"\bSurvivor\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\"Q\n" +
+	"\x13PlanRecoveryRequest\x12:\n" +
+	"\tsurvivors\x18\x01 \x03(\v2\x1c.bagkeeper.admin.v1.SurvivorR\tsurvivors\"\x92\x01\n" +
+	"\x0fPlannedSurvivor\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\"\n" +
+	"\rlast_log_term\x18\x03 \x01(\x04R\vlastLogTerm\x12\x1d\n" +
+	"\n" +
+	"last_index\x18\x04 \x01(\x04R\tlastIndex\x12\x12\n" +
+	"\x04role\x18\x05 \x01(\tR\x04role\"\xd0\x01\n" +
+	"\fRecoveryPlan\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06digest\x18\x02 \x01(\tR\x06digest\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x03 \x01(\tR\tclusterId\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x04 \x01(\x04R\n" +
+	"generation\x12\x16\n" +
+	"\x06leader\x18\x05 \x01(\tR\x06leader\x12A\n" +
+	"\tsurvivors\x18\x06 \x03(\v2#.bagkeeper.admin.v1.PlannedSurvivorR\tsurvivors\"j\n" +
+	"\x14StageRecoveryRequest\x12:\n" +
+	"\tsurvivors\x18\x01 \x03(\v2\x1c.bagkeeper.admin.v1.SurvivorR\tsurvivors\x12\x16\n" +
+	"\x06digest\x18\x02 \x01(\tR\x06digest\"a\n" +
+	"\x15StageRecoveryResponse\x124\n" +
+	"\x04plan\x18\x01 \x01(\v2 .bagkeeper.admin.v1.RecoveryPlanR\x04plan\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role2\xe7\x05\n" +
 	"\x05Admin\x12O\n" +
 	"\x06Status\x12!.bagkeeper.admin.v1.StatusRequest\x1a\".bagkeeper.admin.v1.StatusResponse\x12R\n" +
 	"\aGetBags\x12\".bagkeeper.admin.v1.GetBagsRequest\x1a#.bagkeeper.admin.v1.GetBagsResponse\x12O\n" +
@@ -1331,7 +1771,9 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"\x0eEnsureRelation\x12).bagkeeper.admin.v1.EnsureRelationRequest\x1a*.bagkeeper.admin.v1.EnsureRelationResponse\x12[\n" +
 	"\n" +
 	"RemoveUnit\x12%.bagkeeper.admin.v1.RemoveUnitRequest\x1a&.bagkeeper.admin.v1.RemoveUnitResponse\x12a\n" +
-	"\fRemoveMember\x12'.bagkeeper.admin.v1.RemoveMemberRequest\x1a(.bagkeeper.admin.v1.RemoveMemberResponseB0Z.github.com/bagkeeper/bagkeeper/sidecar/adminpbb\x06proto3"
+	"\fRemoveMember\x12'.bagkeeper.admin.v1.RemoveMemberRequest\x1a(.bagkeeper.admin.v1.RemoveMemberResponse\x12Y\n" +
+	"\fPlanRecovery\x12'.bagkeeper.admin.v1.PlanRecoveryRequest\x1a .bagkeeper.admin.v1.RecoveryPlan\x12d\n" +
+	"\rStageRecovery\x12(.bagkeeper.admin.v1.StageRecoveryRequest\x1a).bagkeeper.admin.v1.StageRecoveryResponseB0Z.github.com/bagkeeper/bagkeeper/sidecar/adminpbb\x06proto3"
 
 var (
 	file_sidecar_adminpb_admin_proto_rawDescOnce sync.Once
@@ -1345,7 +1787,7 @@ func file_sidecar_adminpb_admin_proto_rawDescGZIP() []byte {
 	return file_sidecar_adminpb_admin_proto_rawDescData
 }
 
-var file_sidecar_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_sidecar_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_sidecar_adminpb_admin_proto_goTypes = []any{
 	(*StatusRequest)(nil),          // 0: bagkeeper.admin.v1.StatusRequest
 	(*Member)(nil),                 // 1: bagkeeper.admin.v1.Member
@@ -1364,34 +1806,48 @@ var file_sidecar_adminpb_admin_proto_goTypes = []any{
 	(*RemoveUnitResponse)(nil),     // 14: bagkeeper.admin.v1.RemoveUnitResponse
 	(*RemoveMemberRequest)(nil),    // 15: bagkeeper.admin.v1.RemoveMemberRequest
 	(*RemoveMemberResponse)(nil),   // 16: bagkeeper.admin.v1.RemoveMemberResponse
-	nil,                            // 17: bagkeeper.admin.v1.Bag.DataEntry
-	nil,                            // 18: bagkeeper.admin.v1.SetBagRequest.SetEntry
+	(*Survivor)(nil),               // 17: bagkeeper.admin.v1.Survivor
+	(*PlanRecoveryRequest)(nil),    // 18: bagkeeper.admin.v1.PlanRecoveryRequest
+	(*PlannedSurvivor)(nil),        // 19: bagkeeper.admin.v1.PlannedSurvivor
+	(*RecoveryPlan)(nil),           // 20: bagkeeper.admin.v1.RecoveryPlan
+	(*StageRecoveryRequest)(nil),   // 21: bagkeeper.admin.v1.StageRecoveryRequest
+	(*StageRecoveryResponse)(nil),  // 22: bagkeeper.admin.v1.StageRecoveryResponse
+	nil,                            // 23: bagkeeper.admin.v1.Bag.DataEntry
+	nil,                            // 24: bagkeeper.admin.v1.SetBagRequest.SetEntry
 }
 var file_sidecar_adminpb_admin_proto_depIdxs = []int32{
 	1,  // 0: bagkeeper.admin.v1.StatusResponse.members:type_name -> bagkeeper.admin.v1.Member
 	3,  // 1: bagkeeper.admin.v1.StatusResponse.units:type_name -> bagkeeper.admin.v1.Unit
 	4,  // 2: bagkeeper.admin.v1.StatusResponse.relations:type_name -> bagkeeper.admin.v1.Relation
 	2,  // 3: bagkeeper.admin.v1.StatusResponse.waiting:type_name -> bagkeeper.admin.v1.Claimant
-	17, // 4: bagkeeper.admin.v1.Bag.data:type_name -> bagkeeper.admin.v1.Bag.DataEntry
+	23, // 4: bagkeeper.admin.v1.Bag.data:type_name -> bagkeeper.admin.v1.Bag.DataEntry
 	7,  // 5: bagkeeper.admin.v1.GetBagsResponse.bags:type_name -> bagkeeper.admin.v1.Bag
-	18, // 6: bagkeeper.admin.v1.SetBagRequest.set:type_name -> bagkeeper.admin.v1.SetBagRequest.SetEntry
-	0,  // 7: bagkeeper.admin.v1.Admin.Status:input_type -> bagkeeper.admin.v1.StatusRequest
-	6,  // 8: bagkeeper.admin.v1.Admin.GetBags:input_type -> bagkeeper.admin.v1.GetBagsRequest
-	9,  // 9: bagkeeper.admin.v1.Admin.SetBag:input_type -> bagkeeper.admin.v1.SetBagRequest
-	11, // 10: bagkeeper.admin.v1.Admin.EnsureRelation:input_type -> bagkeeper.admin.v1.EnsureRelationRequest
-	13, // 11: bagkeeper.admin.v1.Admin.RemoveUnit:input_type -> bagkeeper.admin.v1.RemoveUnitRequest
-	15, // 12: bagkeeper.admin.v1.Admin.RemoveMember:input_type -> bagkeeper.admin.v1.RemoveMemberRequest
-	5,  // 13: bagkeeper.admin.v1.Admin.Status:output_type -> bagkeeper.admin.v1.StatusResponse
-	8,  // 14: bagkeeper.admin.v1.Admin.GetBags:output_type -> bagkeeper.admin.v1.GetBagsResponse
-	10, // 15: bagkeeper.admin.v1.Admin.SetBag:output_type -> bagkeeper.admin.v1.SetBagResponse
-	12, // 16: bagkeeper.admin.v1.Admin.EnsureRelation:output_type -> bagkeeper.admin.v1.EnsureRelationResponse
-	14, // 17: bagkeeper.admin.v1.Admin.RemoveUnit:output_type -> bagkeeper.admin.v1.RemoveUnitResponse
-	16, // 18: bagkeeper.admin.v1.Admin.RemoveMember:output_type -> bagkeeper.admin.v1.RemoveMemberResponse
-	13, // [13:19] is the sub-list for method output_type
-	7,  // [7:13] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	24, // 6: bagkeeper.admin.v1.SetBagRequest.set:type_name -> bagkeeper.admin.v1.SetBagRequest.SetEntry
+	17, // 7: bagkeeper.admin.v1.PlanRecoveryRequest.survivors:type_name -> bagkeeper.admin.v1.Survivor
+	19, // 8: bagkeeper.admin.v1.RecoveryPlan.survivors:type_name -> bagkeeper.admin.v1.PlannedSurvivor
+	17, // 9: bagkeeper.admin.v1.StageRecoveryRequest.survivors:type_name -> bagkeeper.admin.v1.Survivor
+	20, // 10: bagkeeper.admin.v1.StageRecoveryResponse.plan:type_name -> bagkeeper.admin.v1.RecoveryPlan
+	0,  // 11: bagkeeper.admin.v1.Admin.Status:input_type -> bagkeeper.admin.v1.StatusRequest
+	6,  // 12: bagkeeper.admin.v1.Admin.GetBags:input_type -> bagkeeper.admin.v1.GetBagsRequest
+	9,  // 13: bagkeeper.admin.v1.Admin.SetBag:input_type -> bagkeeper.admin.v1.SetBagRequest
+	11, // 14: bagkeeper.admin.v1.Admin.EnsureRelation:input_type -> bagkeeper.admin.v1.EnsureRelationRequest
+	13, // 15: bagkeeper.admin.v1.Admin.RemoveUnit:input_type -> bagkeeper.admin.v1.RemoveUnitRequest
+	15, // 16: bagkeeper.admin.v1.Admin.RemoveMember:input_type -> bagkeeper.admin.v1.RemoveMemberRequest
+	18, // 17: bagkeeper.admin.v1.Admin.PlanRecovery:input_type -> bagkeeper.admin.v1.PlanRecoveryRequest
+	21, // 18: bagkeeper.admin.v1.Admin.StageRecovery:input_type -> bagkeeper.admin.v1.StageRecoveryRequest
+	5,  // 19: bagkeeper.admin.v1.Admin.Status:output_type -> bagkeeper.admin.v1.StatusResponse
+	8,  // 20: bagkeeper.admin.v1.Admin.GetBags:output_type -> bagkeeper.admin.v1.GetBagsResponse
+	10, // 21: bagkeeper.admin.v1.Admin.SetBag:output_type -> bagkeeper.admin.v1.SetBagResponse
+	12, // 22: bagkeeper.admin.v1.Admin.EnsureRelation:output_type -> bagkeeper.admin.v1.EnsureRelationResponse
+	14, // 23: bagkeeper.admin.v1.Admin.RemoveUnit:output_type -> bagkeeper.admin.v1.RemoveUnitResponse
+	16, // 24: bagkeeper.admin.v1.Admin.RemoveMember:output_type -> bagkeeper.admin.v1.RemoveMemberResponse
+	20, // 25: bagkeeper.admin.v1.Admin.PlanRecovery:output_type -> bagkeeper.admin.v1.RecoveryPlan
+	22, // 26: bagkeeper.admin.v1.Admin.StageRecovery:output_type -> bagkeeper.admin.v1.StageRecoveryResponse
+	19, // [19:27] is the sub-list for method output_type
+	11, // [11:19] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_sidecar_adminpb_admin_proto_init() }
@@ -1405,7 +1861,7 @@ func file_sidecar_adminpb_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sidecar_adminpb_admin_proto_rawDesc), len(file_sidecar_adminpb_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

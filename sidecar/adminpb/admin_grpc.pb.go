@@ -30,6 +30,8 @@ const (
 	Admin_EnsureRelation_FullMethodName = "/bagkeeper.admin.v1.Admin/EnsureRelation"
 	Admin_RemoveUnit_FullMethodName     = "/bagkeeper.admin.v1.Admin/RemoveUnit"
 	Admin_RemoveMember_FullMethodName   = "/bagkeeper.admin.v1.Admin/RemoveMember"
+	Admin_PlanRecovery_FullMethodName   = "/bagkeeper.admin.v1.Admin/PlanRecovery"
+	Admin_StageRecovery_FullMethodName  = "/bagkeeper.admin.v1.Admin/StageRecovery"
 )
 
 // AdminClient is the client API for Admin service.
@@ -54,6 +56,13 @@ type AdminClient interface {
 	// RemoveMember removes a raft member from the configuration (for a pod
 	// that is gone for good, e.g. after scaling a StatefulSet down).
 	RemoveMember(ctx context.Context, in *RemoveMemberRequest, opts ...grpc.CallOption) (*RemoveMemberResponse, error)
+	// PlanRecovery checks that the group lost its majority for good and that
+	// the survivors listed are every member that still runs, and returns the
+	// plan they must all stage (see docs/operations.md).
+	PlanRecovery(ctx context.Context, in *PlanRecoveryRequest, opts ...grpc.CallOption) (*RecoveryPlan, error)
+	// StageRecovery makes the plan again, checks that it is the one the
+	// digest names, and stages this member's part of it for its next start.
+	StageRecovery(ctx context.Context, in *StageRecoveryRequest, opts ...grpc.CallOption) (*StageRecoveryResponse, error)
 }
 
 type adminClient struct {
@@ -124,6 +133,26 @@ func (c *adminClient) RemoveMember(ctx context.Context, in *RemoveMemberRequest,
 	return out, nil
 }
 
+func (c *adminClient) PlanRecovery(ctx context.Context, in *PlanRecoveryRequest, opts ...grpc.CallOption) (*RecoveryPlan, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RecoveryPlan)
+	err := c.cc.Invoke(ctx, Admin_PlanRecovery_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) StageRecovery(ctx context.Context, in *StageRecoveryRequest, opts ...grpc.CallOption) (*StageRecoveryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StageRecoveryResponse)
+	err := c.cc.Invoke(ctx, Admin_StageRecovery_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -146,6 +175,13 @@ type AdminServer interface {
 	// RemoveMember removes a raft member from the configuration (for a pod
 	// that is gone for good, e.g. after scaling a StatefulSet down).
 	RemoveMember(context.Context, *RemoveMemberRequest) (*RemoveMemberResponse, error)
+	// PlanRecovery checks that the group lost its majority for good and that
+	// the survivors listed are every member that still runs, and returns the
+	// plan they must all stage (see docs/operations.md).
+	PlanRecovery(context.Context, *PlanRecoveryRequest) (*RecoveryPlan, error)
+	// StageRecovery makes the plan again, checks that it is the one the
+	// digest names, and stages this member's part of it for its next start.
+	StageRecovery(context.Context, *StageRecoveryRequest) (*StageRecoveryResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -173,6 +209,12 @@ func (UnimplementedAdminServer) RemoveUnit(context.Context, *RemoveUnitRequest) 
 }
 func (UnimplementedAdminServer) RemoveMember(context.Context, *RemoveMemberRequest) (*RemoveMemberResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RemoveMember not implemented")
+}
+func (UnimplementedAdminServer) PlanRecovery(context.Context, *PlanRecoveryRequest) (*RecoveryPlan, error) {
+	return nil, status.Error(codes.Unimplemented, "method PlanRecovery not implemented")
+}
+func (UnimplementedAdminServer) StageRecovery(context.Context, *StageRecoveryRequest) (*StageRecoveryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StageRecovery not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -303,6 +345,42 @@ func _Admin_RemoveMember_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_PlanRecovery_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PlanRecoveryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).PlanRecovery(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_PlanRecovery_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).PlanRecovery(ctx, req.(*PlanRecoveryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_StageRecovery_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StageRecoveryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).StageRecovery(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_StageRecovery_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).StageRecovery(ctx, req.(*StageRecoveryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -333,6 +411,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RemoveMember",
 			Handler:    _Admin_RemoveMember_Handler,
+		},
+		{
+			MethodName: "PlanRecovery",
+			Handler:    _Admin_PlanRecovery_Handler,
+		},
+		{
+			MethodName: "StageRecovery",
+			Handler:    _Admin_StageRecovery_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
