@@ -13,8 +13,9 @@
 //
 // Each target runs on a fresh cluster of its own: the latency experiment
 // first, then the failover trials (SIGKILL to the leader), then the hand-off
-// trials (SIGTERM to the leader), then the target's own extra measurements,
-// if it implements ExtraMeasurer. To add a target, implement Target in a
+// trials (SIGTERM to the leader), then the pause trials (SIGSTOP to the
+// leader while writing through a follower), then the target's own extra
+// measurements, if it implements ExtraMeasurer. To add a target, implement Target in a
 // file of its own and list its constructor in targets below.
 package main
 
@@ -48,14 +49,17 @@ var targets = []targetEntry{
 type experiment struct {
 	key string
 	run func(ctx context.Context, env *Env) ([]Row, error)
+	// optIn experiments run only when -experiments names them.
+	optIn bool
 }
 
 // experiments lists the measurements in the order they run for a target.
 var experiments = []experiment{
-	{"latency", latencyExperiment},
-	{"failover", failoverExperiment},
-	{"handoff", handoffExperiment},
-	{"extra", extraExperiment},
+	{key: "latency", run: latencyExperiment},
+	{key: "failover", run: failoverExperiment},
+	{key: "handoff", run: handoffExperiment},
+	{key: "pause", run: pauseExperiment},
+	{key: "extra", run: extraExperiment},
 }
 
 // extraExperiment runs the target's own measurements, if it has any.
@@ -98,12 +102,16 @@ func registerFlags(fs *flag.FlagSet) *Config {
 		keys[i] = t.key
 	}
 	expKeys := make([]string, len(experiments))
+	var defaultExps []string
 	for i, e := range experiments {
 		expKeys[i] = e.key
+		if !e.optIn {
+			defaultExps = append(defaultExps, e.key)
+		}
 	}
 	cfg := &Config{
 		Targets:     keys,
-		Experiments: expKeys,
+		Experiments: defaultExps,
 		Writers:     []int{1, 64},
 		Sizes:       []int{256, 4096},
 	}

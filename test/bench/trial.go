@@ -101,9 +101,10 @@ type prober struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the issuing loop and every in-flight Put
 
-	mu      sync.Mutex
-	probes  []probe
-	changed chan struct{} // closed and replaced whenever a probe finishes
+	mu       sync.Mutex
+	probes   []probe
+	inflight map[int]time.Time // start of every probe not finished yet, by number
+	changed  chan struct{}     // closed and replaced whenever a probe finishes
 }
 
 // startProber starts issuing Puts of 256-byte values through w every
@@ -111,7 +112,7 @@ type prober struct {
 // putTimeout.
 func startProber(ctx context.Context, w Writer, interval, putTimeout time.Duration, keyPrefix string) *prober {
 	ctx, cancel := context.WithCancel(ctx)
-	p := &prober{cancel: cancel, changed: make(chan struct{})}
+	p := &prober{cancel: cancel, changed: make(chan struct{}), inflight: map[int]time.Time{}}
 	value := make([]byte, 256)
 	_, _ = rand.NewChaCha8(seedFor(keyPrefix, 0)).Read(value)
 	sem := make(chan struct{}, maxProbesInFlight)
@@ -125,11 +126,14 @@ func startProber(ctx context.Context, w Writer, interval, putTimeout time.Durati
 				p.wg.Go(func() {
 					defer func() { <-sem }()
 					putCtx, cancel := context.WithTimeout(ctx, putTimeout)
+					p.mu.Lock()
 					start := time.Now()
+					p.inflight[seq] = start
+					p.mu.Unlock()
 					err := w.Put(putCtx, key, value)
 					end := time.Now()
 					cancel()
-					p.record(probe{start: start, end: end, err: err})
+					p.record(seq, probe{start: start, end: end, err: err})
 				})
 			default: // at capacity: skip this tick
 			}
@@ -143,10 +147,11 @@ func startProber(ctx context.Context, w Writer, interval, putTimeout time.Durati
 	return p
 }
 
-// record stores a finished probe and wakes waitFor.
-func (p *prober) record(pr probe) {
+// record stores finished probe number seq and wakes waitFor.
+func (p *prober) record(seq int, pr probe) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	delete(p.inflight, seq)
 	p.probes = append(p.probes, pr)
 	close(p.changed)
 	p.changed = make(chan struct{})
@@ -161,6 +166,31 @@ func (p *prober) waitFor(ctx context.Context, cond func([]probe) bool) error {
 		changed := p.changed
 		p.mu.Unlock()
 		if done {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// waitSettledBefore waits until every probe started before t has
+// finished, or ctx ends.
+func (p *prober) waitSettledBefore(ctx context.Context, t time.Time) error {
+	for {
+		p.mu.Lock()
+		pending := false
+		for _, start := range p.inflight {
+			if start.Before(t) {
+				pending = true
+				break
+			}
+		}
+		changed := p.changed
+		p.mu.Unlock()
+		if !pending {
 			return nil
 		}
 		select {
