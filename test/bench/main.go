@@ -14,8 +14,9 @@
 // Each target runs on a fresh cluster of its own: the latency experiment
 // first, then the failover trials (SIGKILL to the leader), then the hand-off
 // trials (SIGTERM to the leader), then the pause trials (SIGSTOP to the
-// leader while writing through a follower), then the target's own extra
-// measurements, if it implements ExtraMeasurer. To add a target, implement Target in a
+// leader while writing through a follower), then the read latencies
+// (bagkeeper), then the target's own extra measurements, if it implements
+// ExtraMeasurer. To add a target, implement Target in a
 // file of its own and list its constructor in targets below.
 package main
 
@@ -59,6 +60,7 @@ var experiments = []experiment{
 	{key: "failover", run: failoverExperiment},
 	{key: "handoff", run: handoffExperiment},
 	{key: "pause", run: pauseExperiment},
+	{key: "reads", run: readsExperiment},
 	{key: "extra", run: extraExperiment},
 }
 
