@@ -7,6 +7,7 @@
 //	go run ./test/bench -targets=etcd      # only etcd
 //	go run ./test/bench -experiments=latency -duration=10s
 //	go run ./test/bench -targets=bagkeeper -bagkeeper-wipe-mib=1   # bagkeeper only, smaller wipe test
+//	go run ./test/bench -targets=bagkeeper -experiments=soak -soak-duration=5m   # memory soak
 //
 // The table goes to stdout; progress messages go to stderr. All processes
 // the harness starts are killed when it exits, also on errors and Ctrl-C.
@@ -16,8 +17,9 @@
 // trials (SIGTERM to the leader), then the pause trials (SIGSTOP to the
 // leader while writing through a follower), then the read latencies
 // (bagkeeper), then the target's own extra measurements, if it implements
-// ExtraMeasurer. To add a target, implement Target in a
-// file of its own and list its constructor in targets below.
+// ExtraMeasurer. The memory soak (bagkeeper) runs only when -experiments
+// names it. To add a target, implement Target in a file of its own and list
+// its constructor in targets below.
 package main
 
 import (
@@ -62,6 +64,8 @@ var experiments = []experiment{
 	{key: "pause", run: pauseExperiment},
 	{key: "reads", run: readsExperiment},
 	{key: "extra", run: extraExperiment},
+	// The memory soak replaces the cluster and runs for -soak-duration.
+	{key: "soak", run: soakExperiment, optIn: true},
 }
 
 // extraExperiment runs the target's own measurements, if it has any.
@@ -118,7 +122,7 @@ func registerFlags(fs *flag.FlagSet) *Config {
 		Sizes:       []int{256, 4096},
 	}
 	fs.Var((*stringList)(&cfg.Targets), "targets", "comma-separated targets to run, of: "+strings.Join(keys, ", "))
-	fs.Var((*stringList)(&cfg.Experiments), "experiments", "comma-separated experiments to run, of: "+strings.Join(expKeys, ", "))
+	fs.Var((*stringList)(&cfg.Experiments), "experiments", "comma-separated experiments to run, of: "+strings.Join(expKeys, ", ")+" (soak only when named)")
 	fs.Var((*intList)(&cfg.Writers), "writers", "comma-separated numbers of concurrent writers for the latency experiment")
 	fs.Var((*intList)(&cfg.Sizes), "sizes", "comma-separated value sizes in bytes for the latency experiment")
 	fs.DurationVar(&cfg.Warmup, "warmup", time.Second, "unmeasured load before each latency measurement")
@@ -231,6 +235,13 @@ func run() int {
 	if err := cfg.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 2
+	}
+	if *soakReplot != "" {
+		if err := replotSoak(os.Stdout, *soakReplot); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		return 0
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

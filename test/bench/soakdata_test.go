@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -260,4 +261,47 @@ func TestSoakChart(t *testing.T) {
 			t.Errorf("the plot's text lacks %q", want)
 		}
 	}
+}
+
+func TestReplotSoak(t *testing.T) {
+	dir := t.TempDir()
+	csvPath := filepath.Join(dir, "memory-x.csv")
+	f, err := os.Create(csvPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newSoakCSVWriter(f)
+	for i := range 12 {
+		phase := phaseSoak
+		if i < 2 {
+			phase = phaseFill
+		}
+		if err := w.Write(soakSample{At: time.Duration(i) * 10 * time.Second, Phase: phase, Member: "bench-0",
+			RSSAnon: 30 << 20, RSSFile: 20 << 20, Disk: 40 << 20, Live: 10 << 20}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	oldTrailing, oldSVG := *soakTrailingLogs, *soakSVG
+	defer func() { *soakTrailingLogs, *soakSVG = oldTrailing, oldSVG }()
+	*soakSVG = ""
+	*soakTrailingLogs = 0
+	if err := replotSoak(io.Discard, csvPath); err == nil {
+		t.Error("no error without -soak-trailing-logs")
+	}
+	*soakTrailingLogs = 4096
+	var out strings.Builder
+	if err := replotSoak(&out, csvPath); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(out.String(), "PASS"); n != 3 {
+		t.Errorf("%d PASS in\n%s", n, out.String())
+	}
+	svg, err := os.ReadFile(filepath.Join(dir, "memory-x.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svgElements(t, svg)
 }
