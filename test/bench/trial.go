@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -105,17 +106,24 @@ type prober struct {
 	probes   []probe
 	inflight map[int]time.Time // start of every probe not finished yet, by number
 	changed  chan struct{}     // closed and replaced whenever a probe finishes
+
+	skipped atomic.Int64 // ticks without a new probe: too many in flight
 }
 
 // startProber starts issuing Puts of 256-byte values through w every
-// interval until stop is called or ctx ends. Each Put is bounded by
-// putTimeout.
+// interval until stop is called or ctx ends, at most maxProbesInFlight at
+// once. Each Put is bounded by putTimeout.
 func startProber(ctx context.Context, w Writer, interval, putTimeout time.Duration, keyPrefix string) *prober {
+	return startProberN(ctx, w, interval, putTimeout, keyPrefix, maxProbesInFlight)
+}
+
+// startProberN is startProber with at most maxInFlight Puts at once.
+func startProberN(ctx context.Context, w Writer, interval, putTimeout time.Duration, keyPrefix string, maxInFlight int) *prober {
 	ctx, cancel := context.WithCancel(ctx)
 	p := &prober{cancel: cancel, changed: make(chan struct{}), inflight: map[int]time.Time{}}
 	value := make([]byte, 256)
 	_, _ = rand.NewChaCha8(seedFor(keyPrefix, 0)).Read(value)
-	sem := make(chan struct{}, maxProbesInFlight)
+	sem := make(chan struct{}, maxInFlight)
 	p.wg.Go(func() {
 		ticker := time.NewTicker(interval)
 		defer ticker.Stop()
@@ -136,6 +144,7 @@ func startProber(ctx context.Context, w Writer, interval, putTimeout time.Durati
 					p.record(seq, probe{start: start, end: end, err: err})
 				})
 			default: // at capacity: skip this tick
+				p.skipped.Add(1)
 			}
 			select {
 			case <-ctx.Done():
