@@ -10,7 +10,7 @@ TOOLS     := $(CURDIR)/$(BIN)/tools
 
 PROTOS := raftstore/storepb/store.proto raftstore/peerpb/peer.proto sidecar/adminpb/admin.proto agent/toolpb/tools.proto
 
-.PHONY: all build test lint vet generate check-generated demo bench soak soak-linearizable fuzz clean
+.PHONY: all build test lint vet generate check-generated demo bench soak soak-linearizable soak-memory fuzz clean
 all: build
 
 ## build: the bagkeeper binary in bin/
@@ -37,17 +37,20 @@ demo: build
 	test/demo/demo.sh $(BIN)/bagkeeper
 
 ## bench: side-by-side benchmarks with etcd (needs Debian's etcd-server), then
-## relation-get exec'd from a shell against a hello-world binary; prints the
-## tables for BENCHMARKS.md
+## relation-get exec'd from a shell against a hello-world binary, then the cost
+## of the log entries' checksums; prints the tables for BENCHMARKS.md
 bench:
 	$(GO) run ./test/bench
 	$(GO) test -run '^$$' -bench Startup -benchtime 500x ./cmd/jujuc
+	$(GO) test -run '^$$' -bench Entry -benchmem ./test/bench
 
-## soak: long fault runs of SOAK_DURATION (default 10m) each; a failing run
+## soak: long runs: the fault runs of SOAK_DURATION (default 10m) each, then
+## the memory soak of SOAK_MEMORY_DURATION (default 30m); a failing fault run
 ## leaves what it found under bin/soak. Raise SOAK_TIMEOUT for runs of hours.
-SOAK_DURATION ?= 10m
-SOAK_TIMEOUT  ?= 2h
-soak: soak-linearizable
+SOAK_DURATION        ?= 10m
+SOAK_TIMEOUT         ?= 2h
+SOAK_MEMORY_DURATION ?= 30m
+soak: soak-linearizable soak-memory
 
 ## soak-linearizable: bag reads and writes checked for linearizability
 ## (porcupine) while members are killed, paused and wiped
@@ -55,6 +58,16 @@ soak-linearizable:
 	mkdir -p $(BIN)/soak
 	BAGKEEPER_SOAK_DURATION=$(SOAK_DURATION) $(GO) test -count=1 -v -timeout $(SOAK_TIMEOUT) \
 		-run '^TestLinearizableBagsUnderFaults$$' -artifacts -outputdir $(CURDIR)/$(BIN)/soak ./test/e2e/
+
+## soak-memory: a 3-member group written at the highest rate it sustains
+## (found by a short ramp) over a bounded key space, so the live state stays
+## the same while the raft log churns; every member's RSS (anon, file) and data
+## dir sampled every 10 s into bin/soak/memory-*.csv, plotted to
+## docs/soak-memory.svg; prints PASS/FAIL per target and exits 0 either way
+soak-memory:
+	mkdir -p $(BIN)/soak
+	$(GO) run ./test/bench -targets bagkeeper -experiments soak \
+		-soak-duration $(SOAK_MEMORY_DURATION) -soak-out $(BIN)/soak -soak-svg docs/soak-memory.svg
 
 ## fuzz: run each fuzz target for a while (FUZZTIME=30s)
 FUZZTIME ?= 30s

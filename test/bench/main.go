@@ -7,15 +7,19 @@
 //	go run ./test/bench -targets=etcd      # only etcd
 //	go run ./test/bench -experiments=latency -duration=10s
 //	go run ./test/bench -targets=bagkeeper -bagkeeper-wipe-mib=1   # bagkeeper only, smaller wipe test
+//	go run ./test/bench -targets=bagkeeper -experiments=soak -soak-duration=5m   # memory soak
 //
 // The table goes to stdout; progress messages go to stderr. All processes
 // the harness starts are killed when it exits, also on errors and Ctrl-C.
 //
 // Each target runs on a fresh cluster of its own: the latency experiment
 // first, then the failover trials (SIGKILL to the leader), then the hand-off
-// trials (SIGTERM to the leader), then the target's own extra measurements,
-// if it implements ExtraMeasurer. To add a target, implement Target in a
-// file of its own and list its constructor in targets below.
+// trials (SIGTERM to the leader), then the pause trials (SIGSTOP to the
+// leader while writing through a follower), then the read latencies
+// (bagkeeper), then the target's own extra measurements, if it implements
+// ExtraMeasurer. The memory soak (bagkeeper) runs only when -experiments
+// names it. To add a target, implement Target in a file of its own and list
+// its constructor in targets below.
 package main
 
 import (
@@ -48,14 +52,20 @@ var targets = []targetEntry{
 type experiment struct {
 	key string
 	run func(ctx context.Context, env *Env) ([]Row, error)
+	// optIn experiments run only when -experiments names them.
+	optIn bool
 }
 
 // experiments lists the measurements in the order they run for a target.
 var experiments = []experiment{
-	{"latency", latencyExperiment},
-	{"failover", failoverExperiment},
-	{"handoff", handoffExperiment},
-	{"extra", extraExperiment},
+	{key: "latency", run: latencyExperiment},
+	{key: "failover", run: failoverExperiment},
+	{key: "handoff", run: handoffExperiment},
+	{key: "pause", run: pauseExperiment},
+	{key: "reads", run: readsExperiment},
+	{key: "extra", run: extraExperiment},
+	// The memory soak replaces the cluster and runs for -soak-duration.
+	{key: "soak", run: soakExperiment, optIn: true},
 }
 
 // extraExperiment runs the target's own measurements, if it has any.
@@ -98,17 +108,21 @@ func registerFlags(fs *flag.FlagSet) *Config {
 		keys[i] = t.key
 	}
 	expKeys := make([]string, len(experiments))
+	var defaultExps []string
 	for i, e := range experiments {
 		expKeys[i] = e.key
+		if !e.optIn {
+			defaultExps = append(defaultExps, e.key)
+		}
 	}
 	cfg := &Config{
 		Targets:     keys,
-		Experiments: expKeys,
+		Experiments: defaultExps,
 		Writers:     []int{1, 64},
 		Sizes:       []int{256, 4096},
 	}
 	fs.Var((*stringList)(&cfg.Targets), "targets", "comma-separated targets to run, of: "+strings.Join(keys, ", "))
-	fs.Var((*stringList)(&cfg.Experiments), "experiments", "comma-separated experiments to run, of: "+strings.Join(expKeys, ", "))
+	fs.Var((*stringList)(&cfg.Experiments), "experiments", "comma-separated experiments to run, of: "+strings.Join(expKeys, ", ")+" (soak only when named)")
 	fs.Var((*intList)(&cfg.Writers), "writers", "comma-separated numbers of concurrent writers for the latency experiment")
 	fs.Var((*intList)(&cfg.Sizes), "sizes", "comma-separated value sizes in bytes for the latency experiment")
 	fs.DurationVar(&cfg.Warmup, "warmup", time.Second, "unmeasured load before each latency measurement")
@@ -221,6 +235,13 @@ func run() int {
 	if err := cfg.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		return 2
+	}
+	if *soakReplot != "" {
+		if err := replotSoak(os.Stdout, *soakReplot); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 1
+		}
+		return 0
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

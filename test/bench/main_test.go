@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -74,3 +75,23 @@ func TestShortErr(t *testing.T) {
 type errString string
 
 func (e errString) Error() string { return string(e) }
+
+func TestSoakOnlyWhenNamed(t *testing.T) {
+	cfg := registerFlags(flag.NewFlagSet("test", flag.ContinueOnError))
+	for _, k := range []string{"latency", "pause", "reads", "extra"} {
+		if !slices.Contains(cfg.Experiments, k) {
+			t.Errorf("%s does not run by default", k)
+		}
+	}
+	if slices.Contains(cfg.Experiments, "soak") {
+		t.Error("the soak runs by default")
+	}
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	cfg = registerFlags(fs)
+	if err := fs.Parse([]string{"-experiments=soak"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.validate(); err != nil || !slices.Equal(cfg.Experiments, []string{"soak"}) {
+		t.Errorf("-experiments=soak: %v, %v", cfg.Experiments, err)
+	}
+}

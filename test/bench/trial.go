@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -101,20 +102,28 @@ type prober struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the issuing loop and every in-flight Put
 
-	mu      sync.Mutex
-	probes  []probe
-	changed chan struct{} // closed and replaced whenever a probe finishes
+	mu       sync.Mutex
+	probes   []probe
+	inflight map[int]time.Time // start of every probe not finished yet, by number
+	changed  chan struct{}     // closed and replaced whenever a probe finishes
+
+	skipped atomic.Int64 // ticks without a new probe: too many in flight
 }
 
 // startProber starts issuing Puts of 256-byte values through w every
-// interval until stop is called or ctx ends. Each Put is bounded by
-// putTimeout.
+// interval until stop is called or ctx ends, at most maxProbesInFlight at
+// once. Each Put is bounded by putTimeout.
 func startProber(ctx context.Context, w Writer, interval, putTimeout time.Duration, keyPrefix string) *prober {
+	return startProberN(ctx, w, interval, putTimeout, keyPrefix, maxProbesInFlight)
+}
+
+// startProberN is startProber with at most maxInFlight Puts at once.
+func startProberN(ctx context.Context, w Writer, interval, putTimeout time.Duration, keyPrefix string, maxInFlight int) *prober {
 	ctx, cancel := context.WithCancel(ctx)
-	p := &prober{cancel: cancel, changed: make(chan struct{})}
+	p := &prober{cancel: cancel, changed: make(chan struct{}), inflight: map[int]time.Time{}}
 	value := make([]byte, 256)
 	_, _ = rand.NewChaCha8(seedFor(keyPrefix, 0)).Read(value)
-	sem := make(chan struct{}, maxProbesInFlight)
+	sem := make(chan struct{}, maxInFlight)
 	p.wg.Go(func() {
 		ticker := time.NewTicker(interval)
 		defer ticker.Stop()
@@ -125,13 +134,17 @@ func startProber(ctx context.Context, w Writer, interval, putTimeout time.Durati
 				p.wg.Go(func() {
 					defer func() { <-sem }()
 					putCtx, cancel := context.WithTimeout(ctx, putTimeout)
+					p.mu.Lock()
 					start := time.Now()
+					p.inflight[seq] = start
+					p.mu.Unlock()
 					err := w.Put(putCtx, key, value)
 					end := time.Now()
 					cancel()
-					p.record(probe{start: start, end: end, err: err})
+					p.record(seq, probe{start: start, end: end, err: err})
 				})
 			default: // at capacity: skip this tick
+				p.skipped.Add(1)
 			}
 			select {
 			case <-ctx.Done():
@@ -143,10 +156,11 @@ func startProber(ctx context.Context, w Writer, interval, putTimeout time.Durati
 	return p
 }
 
-// record stores a finished probe and wakes waitFor.
-func (p *prober) record(pr probe) {
+// record stores finished probe number seq and wakes waitFor.
+func (p *prober) record(seq int, pr probe) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	delete(p.inflight, seq)
 	p.probes = append(p.probes, pr)
 	close(p.changed)
 	p.changed = make(chan struct{})
@@ -161,6 +175,31 @@ func (p *prober) waitFor(ctx context.Context, cond func([]probe) bool) error {
 		changed := p.changed
 		p.mu.Unlock()
 		if done {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// waitSettledBefore waits until every probe started before t has
+// finished, or ctx ends.
+func (p *prober) waitSettledBefore(ctx context.Context, t time.Time) error {
+	for {
+		p.mu.Lock()
+		pending := false
+		for _, start := range p.inflight {
+			if start.Before(t) {
+				pending = true
+				break
+			}
+		}
+		changed := p.changed
+		p.mu.Unlock()
+		if !pending {
 			return nil
 		}
 		select {
