@@ -330,7 +330,9 @@ func (n *Node) register(ctx context.Context, peers []peerInfo) {
 	}
 }
 
-// MemberStatus is one configured member and what it says of itself.
+// MemberStatus is one configured member and what it says of itself. The
+// server's address is where the member is now (the address book's), which
+// may differ from the one in the raft configuration.
 type MemberStatus struct {
 	Server raft.Server
 	// Info is the member's own answer, nil if it did not answer.
@@ -348,6 +350,7 @@ func (n *Node) ListMembers() ([]MemberStatus, error) {
 	out := make([]MemberStatus, len(cfg.Servers))
 	for i, s := range cfg.Servers {
 		out[i].Server = s
+		out[i].Server.Address = raft.ServerAddress(n.addressOf(s.ID, s.Address))
 		if s.ID == n.id {
 			out[i].Info = n.info()
 		}
@@ -366,6 +369,7 @@ func (n *Node) ProbeMembers(ctx context.Context, timeout time.Duration) ([]Membe
 	var wg sync.WaitGroup
 	for i, s := range cfg.Servers {
 		out[i].Server = s
+		out[i].Server.Address = raft.ServerAddress(n.addressOf(s.ID, s.Address))
 		if s.ID == n.id {
 			out[i].Info = n.info()
 			continue

@@ -397,15 +397,15 @@ func TestWholeClusterRestartsOnNewAddresses(t *testing.T) {
 			t.Fatalf("%s changed identity with its disk intact", n.pod)
 		}
 	}
-	eventually(t, 10*time.Second, "configuration carries the new addresses", func() error {
-		cfg, err := l.node.Configuration()
+	eventually(t, 10*time.Second, "the leader to know the new addresses", func() error {
+		members, err := l.node.ListMembers()
 		if err != nil {
 			return err
 		}
-		for _, s := range cfg.Servers {
-			n := c.node(PodOf(s.ID))
-			if n == nil || string(s.Address) != n.ln.Advertise() {
-				return fmt.Errorf("%s still at %s", s.ID, s.Address)
+		for _, m := range members {
+			n := c.node(PodOf(m.Server.ID))
+			if n == nil || string(m.Server.Address) != n.ln.Advertise() {
+				return fmt.Errorf("%s still at %s", m.Server.ID, m.Server.Address)
 			}
 		}
 		return nil

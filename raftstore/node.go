@@ -68,9 +68,13 @@ type Config struct {
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
 	CommitTimeout      time.Duration
-	// Snapshotting (defaults: threshold 4096 entries, 4096 trailing logs,
-	// checked every 30 seconds). Fewer trailing logs mean a member with an
-	// empty disk replays less after installing the snapshot.
+	// Snapshotting (defaults: threshold 2048 entries, 2048 trailing logs,
+	// checked every 2 seconds). The log is only cut after a snapshot, so
+	// these bound it — on disk, and in memory, where bbolt maps all of it —
+	// to the trailing logs, the threshold and what is written between two
+	// checks; bbolt never gives back the space of a cut log, it reuses it.
+	// Fewer trailing logs mean a member with an empty disk replays less
+	// after installing the snapshot.
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
 	SnapshotInterval  time.Duration
@@ -147,13 +151,13 @@ func (c *Config) setDefaults() error {
 	def(&c.ElectionTimeout, 500*time.Millisecond)
 	def(&c.LeaderLeaseTimeout, 250*time.Millisecond)
 	def(&c.CommitTimeout, 200*time.Millisecond)
-	def(&c.SnapshotInterval, 30*time.Second)
+	def(&c.SnapshotInterval, 2*time.Second)
 	def(&c.StateCheckInterval, 10*time.Minute)
 	if c.SnapshotThreshold == 0 {
-		c.SnapshotThreshold = 4096
+		c.SnapshotThreshold = 2048
 	}
 	if c.TrailingLogs == 0 {
-		c.TrailingLogs = 4096
+		c.TrailingLogs = 2048
 	}
 	a := &c.Autopilot
 	def(&a.Interval, time.Second)

@@ -360,11 +360,19 @@ func (n *Node) RemoveMember(ctx context.Context, id raft.ServerID) error {
 	return err
 }
 
-// admit adds a joining member as a non-voter, or updates its address. It
-// runs on the leader. A member that takes over the address of another id,
-// or a newer incarnation of the same pod, supersedes the old entry: the old
-// one can never come back (its disk is gone), and raft refuses duplicate
+// admit adds a joining member as a non-voter, or learns where a member
+// moved. It runs on the leader. A newer incarnation of the same pod
+// supersedes the old entry: the old one can never come back (its disk is
+// gone). A new member at an address the configuration lists for another
+// member takes it over if that member is gone; raft refuses duplicate
 // addresses.
+//
+// A member that moved keeps the address it joined with in the
+// configuration: raft reaches members at what the address book says (see
+// addressbook.go), not at their configured address. Changing a member's
+// address in place would make hashicorp/raft rewrite the peer its
+// replication goroutine reads without a lock (a data race upstream, seen
+// under -race); removing and adding a member never does.
 func (n *Node) admit(id raft.ServerID, addr raft.ServerAddress) (string, error) {
 	n.membership.Lock()
 	defer n.membership.Unlock()
@@ -379,17 +387,9 @@ func (n *Node) admit(id raft.ServerID, addr raft.ServerAddress) (string, error) 
 		if s.Address == addr {
 			return "already-member", nil
 		}
-		var f raft.IndexFuture
-		if s.Suffrage == raft.Voter {
-			f = n.raft.AddVoter(id, addr, 0, 10*time.Second)
-		} else {
-			f = n.raft.AddNonvoter(id, addr, 0, 10*time.Second)
-		}
-		if err := f.Error(); err != nil {
-			return "", raftStatus(err)
-		}
-		n.log.Info("member address updated", "peer", string(id), "old_address", string(s.Address), "address", string(addr))
-		return "address-updated", nil
+		n.book.learn(id, addr)
+		n.log.Info("member moved; raft reaches it at its new address", "peer", string(id), "configured_address", string(s.Address), "address", string(addr))
+		return "address-learned", nil
 	}
 	for _, s := range cfg.Servers {
 		superseded := PodOf(s.ID) == PodOf(id)
@@ -402,6 +402,14 @@ func (n *Node) admit(id raft.ServerID, addr raft.ServerAddress) (string, error) 
 		reason := "its address now belongs to " + string(id)
 		if superseded {
 			reason = "superseded by a newer incarnation of the same pod, " + string(id)
+		} else if moved, ok := n.book.lookup(s.ID); ok && moved != addr {
+			// The address was that member's when it joined; it moved since
+			// and may well be alive. It joins again at once, at its new
+			// address, once removed: remove it only while a quorum stays.
+			if err := n.checkRemovable(context.Background(), s.ID); err != nil {
+				return "", status.Errorf(codes.Unavailable, "%s cannot join yet: its address %s is still configured for %s, which moved to %s and cannot be removed now: %v", id, addr, s.ID, moved, err)
+			}
+			reason = "its configured address now belongs to " + string(id) + "; it moved to " + string(moved) + " and joins again there"
 		}
 		if err := n.raft.RemoveServer(s.ID, 0, 10*time.Second).Error(); err != nil {
 			return "", raftStatus(err)

@@ -40,7 +40,7 @@ var ErrCorrupt = errors.New("checksum mismatch")
 func EncodeEntry(cmd *storepb.Command) ([]byte, error) {
 	size := proto.Size(cmd)
 	buf := make([]byte, envelopeSize, envelopeSize+size)
-	buf, err := proto.MarshalOptions{}.MarshalAppend(buf, cmd)
+	buf, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(buf, cmd)
 	if err != nil {
 		return nil, err
 	}
