@@ -27,7 +27,11 @@ import (
 //     change (a new leader, or none), and the call is tried again on the new
 //     leader at once;
 //   - the calls are idempotent (commands carry their client session), so a
-//     retry never applies twice.
+//     retry never applies twice;
+//   - when this member knows no leader, or the leader did not answer, the
+//     next attempt goes through another member instead, which passes it on
+//     to the leader it knows (once): a member cut off from the leader but
+//     not from the others still gets its calls through.
 //
 // The whole call ends when ctx ends.
 
@@ -58,9 +62,10 @@ func (n *Node) onLeader(ctx context.Context, call leaderCall) error {
 	backoff := 5 * time.Millisecond
 	var last error
 	sent := false
+	relay := 0 // > 0: go through another member, the relay-th one
 	for attempt := 1; ; attempt++ {
 		changed := n.leaderChanged()
-		err := n.attempt(ctx, call, changed)
+		err := n.attempt(ctx, call, changed, relay)
 		if err == nil {
 			return nil
 		}
@@ -68,6 +73,14 @@ func (n *Node) onLeader(ctx context.Context, call leaderCall) error {
 			return err
 		}
 		last = err
+		switch {
+		case errors.Is(err, errLeaderMoved):
+			relay = 0 // the new leader, directly
+		case relay > 0:
+			relay = -relay // once directly, then the next relay
+		default:
+			relay = -relay + 1
+		}
 		// Only a call that never left this member for want of a leader is
 		// known not to have reached one.
 		sent = sent || !errors.Is(err, errNoLeader)
@@ -95,16 +108,24 @@ func (n *Node) onLeader(ctx context.Context, call leaderCall) error {
 	}
 }
 
-// attempt makes one attempt, cancelled when changed is closed.
-func (n *Node) attempt(ctx context.Context, call leaderCall, changed <-chan struct{}) error {
+// attempt makes one attempt, cancelled when changed is closed: to the
+// leader, or, if relay > 0 or no leader is known, through another member.
+func (n *Node) attempt(ctx context.Context, call leaderCall, changed <-chan struct{}, relay int) error {
 	if n.IsLeader() {
 		return call.local(ctx)
 	}
 	id, addr := n.Leader()
-	if addr == "" {
-		return errNoLeader
+	target := n.addressOf(id, addr)
+	if addr == "" || relay > 0 {
+		r, raddr, ok := n.relayPeer(id, max(relay, 1))
+		switch {
+		case ok:
+			id, target = r, raddr
+		case addr == "":
+			return errNoLeader
+		}
 	}
-	c, err := n.peers.get(n.addressOf(id, addr))
+	c, err := n.peers.get(target)
 	if err != nil {
 		return err
 	}
@@ -211,6 +232,27 @@ func retryable(err error) bool {
 		}
 	}
 	return false
+}
+
+// relayPeer returns the k-th member (counting from 1, round and round) of
+// the configuration that is neither this member nor leader, to pass a call
+// on to the leader.
+func (n *Node) relayPeer(leader raft.ServerID, k int) (raft.ServerID, string, bool) {
+	cfg, err := n.Configuration()
+	if err != nil {
+		return "", "", false
+	}
+	var others []raft.Server
+	for _, s := range cfg.Servers {
+		if s.ID != n.id && s.ID != leader {
+			others = append(others, s)
+		}
+	}
+	if len(others) == 0 {
+		return "", "", false
+	}
+	s := others[(k-1)%len(others)]
+	return s.ID, n.addressOf(s.ID, s.Address), true
 }
 
 // leaderWatch tells waiters when this member sees the leadership change.

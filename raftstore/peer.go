@@ -200,20 +200,21 @@ func (s *peerServer) Join(ctx context.Context, req *peerpb.JoinRequest) (*peerpb
 
 func (s *peerServer) Leave(ctx context.Context, req *peerpb.LeaveRequest) (*peerpb.LeaveResponse, error) {
 	id := raft.ServerID(req.GetServerId())
-	err := s.relay(ctx, req.GetHops(), s.n.removeCall(id, req.GetHops()))
+	err := s.relay(ctx, req.GetHops(), s.n.removeCall(id, req.GetHops()+1))
 	if err != nil {
 		return nil, asStatus(err)
 	}
 	return &peerpb.LeaveResponse{}, nil
 }
 
-// removeCall removes member id from the configuration, on the leader.
+// removeCall removes member id from the configuration, on the leader; a
+// request it sends has taken hops already.
 func (n *Node) removeCall(id raft.ServerID, hops uint32) leaderCall {
 	return leaderCall{
 		what:  "removal of " + string(id),
 		local: func(ctx context.Context) error { return n.removeOnLeader(ctx, id) },
 		remote: func(ctx context.Context, c peerpb.PeerClient) error {
-			_, err := c.Leave(ctx, &peerpb.LeaveRequest{ServerId: string(id), Hops: hops + 1})
+			_, err := c.Leave(ctx, &peerpb.LeaveRequest{ServerId: string(id), Hops: hops})
 			return err
 		},
 	}

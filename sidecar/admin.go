@@ -27,7 +27,12 @@ func (s *Sidecar) startAdmin() error {
 		return fmt.Errorf("admin socket %s: %w", s.cfg.AdminSocket, err)
 	}
 	s.adminLn = ln
-	s.adminSrv = grpc.NewServer(grpc.MaxRecvMsgSize(adminpb.MaxRequest), grpc.MaxSendMsgSize(adminpb.MaxReply))
+	s.adminSrv = grpc.NewServer(grpc.MaxRecvMsgSize(adminpb.MaxRequest), grpc.MaxSendMsgSize(adminpb.MaxReply),
+		grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+			ctx, cancel := answerBefore(ctx)
+			defer cancel()
+			return handler(ctx, req)
+		}))
 	adminpb.RegisterAdminServer(s.adminSrv, &adminServer{n: s.node, unit: s.Unit, ready: s.Ready, log: s.log})
 	go func() { _ = s.adminSrv.Serve(ln) }()
 	return nil
@@ -48,6 +53,19 @@ type adminStore interface {
 
 // adminServer serves the admin API: the member's store, and the pod's
 // unit and readiness.
+// answerBefore returns ctx with its deadline moved a little earlier, so that
+// a call that runs out of time still answers with why (no leader, not
+// committed, ...) before the client gives up on it and sees only that it
+// was cancelled.
+func answerBefore(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	margin := min(max(time.Until(dl)/10, 50*time.Millisecond), time.Second)
+	return context.WithDeadline(ctx, dl.Add(-margin))
+}
+
 type adminServer struct {
 	adminpb.UnimplementedAdminServer
 	n     adminStore

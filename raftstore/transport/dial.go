@@ -38,6 +38,10 @@ func Dialer(cfg Config) func(ctx context.Context, addr string) (net.Conn, error)
 type dialer struct {
 	cfg  Config
 	rand io.Reader
+	// localIP, if set, is the source address of dialed connections: the
+	// listener's, when it is bound to one address (so a peer sees, and a
+	// firewall rule can tell, which member a connection comes from).
+	localIP net.IP
 
 	mu    sync.Mutex
 	certs *CertReloader // loaded lazily when nil and cfg.TLS is set
@@ -79,6 +83,9 @@ func (d *dialer) dial(ctx context.Context, addr string, kind Kind, target string
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.DialTimeout)
 	defer cancel()
 	var nd net.Dialer // resolves addr on every call; nothing is cached
+	if d.localIP != nil {
+		nd.LocalAddr = &net.TCPAddr{IP: d.localIP}
+	}
 	raw, err = nd.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("dial peer %s: %w", addr, err)

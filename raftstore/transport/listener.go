@@ -97,6 +97,9 @@ func Listen(bind, advertise string, cfg Config) (*Listener, error) {
 		l.tlsConfig = l.certs.ServerConfig()
 	}
 	l.dialer = newDialer(c, l.certs)
+	if a, ok := ln.Addr().(*net.TCPAddr); ok && !a.IP.IsUnspecified() {
+		l.dialer.localIP = a.IP
+	}
 	l.raft = newKindListener(l)
 	l.grpc = newKindListener(l)
 	l.wg.Add(1)
