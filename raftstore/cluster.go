@@ -78,12 +78,15 @@ func (n *Node) clusterStep(ctx context.Context) {
 // refreshBook rebuilds the address book: configured addresses, overridden
 // by where members answered this round.
 func (n *Node) refreshBook(infos []peerInfo) {
-	book := map[raft.ServerID]raft.ServerAddress{n.id: raft.ServerAddress(n.cfg.Advertise)}
+	book := map[raft.ServerID]raft.ServerAddress{}
 	if cfg, err := n.Configuration(); err == nil {
 		for _, s := range cfg.Servers {
 			book[s.ID] = s.Address
 		}
 	}
+	// This member is where it advertises itself now, whatever the
+	// configuration still says.
+	book[n.id] = raft.ServerAddress(n.cfg.Advertise)
 	taken := map[raft.ServerAddress]raft.ServerID{}
 	for _, p := range infos {
 		// Prefer the address the member advertises (a stable DNS name where
