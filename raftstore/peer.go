@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -240,9 +241,16 @@ func (n *Node) removeOnLeader(ctx context.Context, id raft.ServerID) error {
 		// A voter leaving (a pod replaced in a rolling update) takes a
 		// caught-up non-voter's promotion first, so the voters never thin
 		// out faster than their replacements arrive.
-		if promoted, err := n.promoteReplacement(ctx, id); err == nil {
+		promoted, err := n.promoteReplacement(ctx, id)
+		switch {
+		case err == nil:
 			n.log.Info("promoted a replacement for a leaving voter", "leaving", string(id), "promoted", string(promoted))
-		} else {
+		case ctx.Err() != nil:
+			// The call was given up (its sender saw the leadership move,
+			// say): do not remove a voter without having tried to replace
+			// it; the retry does both.
+			return status.FromContextError(ctx.Err()).Err()
+		default:
 			n.log.Warn("no replacement promoted for a leaving voter", "leaving", string(id), "err", err)
 		}
 	}
@@ -332,13 +340,21 @@ func (n *Node) promoteReplacement(ctx context.Context, leaving raft.ServerID) (r
 		return "", err
 	}
 	commit := n.raft.CommitIndex()
+	var why []string
 	for _, s := range cf.Configuration().Servers {
 		if s.Suffrage == raft.Voter || s.ID == leaving || PodOf(s.ID) == PodOf(leaving) {
 			continue
 		}
 		info, err := n.infoOf(ctx, n.addressOf(s.ID, s.Address), time.Second)
-		if err != nil || info.GetServerId() != string(s.ID) || info.GetAppliedIndex()+n.cfg.Autopilot.MaxLag < commit {
-			n.log.Debug("not a replacement", "candidate", string(s.ID), "err", err, "applied", info.GetAppliedIndex(), "commit", commit)
+		switch {
+		case err != nil:
+			why = append(why, fmt.Sprintf("%s: %v", s.ID, err))
+			continue
+		case info.GetServerId() != string(s.ID):
+			why = append(why, fmt.Sprintf("%s: %s answers there", s.ID, info.GetServerId()))
+			continue
+		case info.GetAppliedIndex()+n.cfg.Autopilot.MaxLag < commit:
+			why = append(why, fmt.Sprintf("%s: applied %d of %d", s.ID, info.GetAppliedIndex(), commit))
 			continue
 		}
 		if err := n.raft.AddVoter(s.ID, s.Address, cf.Index(), 10*time.Second).Error(); err != nil {
@@ -346,7 +362,10 @@ func (n *Node) promoteReplacement(ctx context.Context, leaving raft.ServerID) (r
 		}
 		return s.ID, nil
 	}
-	return "", errors.New("no caught-up non-voter answers")
+	if len(why) == 0 {
+		return "", errors.New("there is no non-voter")
+	}
+	return "", fmt.Errorf("no caught-up non-voter answers (%s)", strings.Join(why, "; "))
 }
 
 // RemoveMember removes a member from the configuration, from any member:
