@@ -521,6 +521,32 @@ func (cc *charmCluster) startPods(n int) {
 	})
 }
 
+// deploymentPod creates (but does not start) a pod named as a Deployment's
+// ReplicaSet names it, with a fresh copy of the charm and extra flags.
+func (cc *charmCluster) deploymentPod(hash string, extra ...string) *pod {
+	cc.t.Helper()
+	p := cc.newPod(deploymentPodName(cc.app, hash))
+	cc.freshPod(p)
+	p.extra = append(p.extra, extra...)
+	return p
+}
+
+// startDeployment starts n Deployment-style pods with extra flags and waits
+// until they form one cluster, every unit is active and the install
+// sequence is over.
+func (cc *charmCluster) startDeployment(n int, extra ...string) ([]*pod, clusterView) {
+	cc.t.Helper()
+	pods := make([]*pod, n)
+	for i := range pods {
+		pods[i] = cc.deploymentPod("7f9c5d", extra...)
+	}
+	cc.startAll(pods)
+	cc.waitReady(pods...)
+	v := cc.waitOneCluster(startTimeout, "the initial cluster", wantVoters(n), wantMembers(n), allUnitsActive)
+	cc.settle("the install sequence")
+	return pods, v
+}
+
 func copyDir(src, dst string) error {
 	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {

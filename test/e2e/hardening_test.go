@@ -160,16 +160,7 @@ func watchUnits(t *testing.T, c *cluster) func() []string {
 func TestTakenOverHolderResumedCommitsNothing(t *testing.T) {
 	cc := newCharmCluster(t)
 	claim := []string{"--unit-mode", "claim", "--units", "3", "--unit-takeover-after", "2s"}
-	pods := make([]*pod, 3)
-	for i := range pods {
-		pods[i] = cc.newPod(deploymentPodName(cc.app, "7f9c5d"))
-		cc.freshPod(pods[i])
-		pods[i].extra = append(pods[i].extra, claim...)
-	}
-	cc.startAll(pods)
-	cc.waitReady(pods...)
-	before := cc.waitOneCluster(startTimeout, "the initial cluster", wantVoters(3), wantMembers(3), allUnitsActive)
-	cc.settle("the install sequence")
+	pods, before := cc.startDeployment(3, claim...)
 	seen := watchUnits(t, cc.cluster)
 
 	holder := cc.followers(before)[0]
@@ -179,9 +170,7 @@ func TestTakenOverHolderResumedCommitsNothing(t *testing.T) {
 	cc.waitFile(holder, "holding")
 	holder.pause()
 
-	repl := cc.newPod(deploymentPodName(cc.app, "5b8e21"))
-	cc.freshPod(repl)
-	repl.extra = append(repl.extra, claim...)
+	repl := cc.deploymentPod("5b8e21", claim...)
 	repl.start()
 	waitFor(t, startTimeout, repl.name+" to take "+unit+" over", func() (bool, string) {
 		st, err := repl.statusNoProbe()

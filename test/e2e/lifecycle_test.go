@@ -19,16 +19,7 @@ import (
 func TestAPodWhoseUnitWasTakenStartsItsNewUnitsLife(t *testing.T) {
 	cc := newCharmCluster(t)
 	claim := []string{"--unit-mode", "claim", "--unit-release-after", "3s"}
-	pods := make([]*pod, 3)
-	for i := range pods {
-		pods[i] = cc.newPod(deploymentPodName(cc.app, "7f9c5d"))
-		cc.freshPod(pods[i])
-		pods[i].extra = append(pods[i].extra, claim...)
-	}
-	cc.startAll(pods)
-	cc.waitReady(pods...)
-	before := cc.waitOneCluster(startTimeout, "the initial cluster", wantVoters(3), wantMembers(3), allUnitsActive)
-	cc.settle("the install sequence")
+	_, before := cc.startDeployment(3, claim...)
 
 	frozen := cc.followers(before)[0]
 	lost := before.statuses[frozen.name].GetUnit()
@@ -46,9 +37,7 @@ func TestAPodWhoseUnitWasTakenStartsItsNewUnitsLife(t *testing.T) {
 		}
 		return false, "no unit " + lost
 	})
-	repl := cc.newPod(deploymentPodName(cc.app, "5b8e21"))
-	cc.freshPod(repl)
-	repl.extra = append(repl.extra, claim...)
+	repl := cc.deploymentPod("5b8e21", claim...)
 	repl.start()
 	waitFor(t, startTimeout, repl.name+" to claim "+lost+" once the leader released it", func() (bool, string) {
 		st, err := repl.statusNoProbe()
