@@ -450,11 +450,13 @@ func (b *bagkeeperTarget) measureSoak(ctx context.Context, env *Env) ([]Row, err
 	soakLat := summarize(load.takeLatencies())
 	acked := load.acked.Load() - ackedBefore
 	failed := load.errs.Load() - errsBefore
+	// Stop the periodic sampler before the last sample: samples go to one
+	// CSV writer, one at a time.
+	close(stopSampling)
+	sampling.Wait()
 	if _, err := smp.sample(ctx); err != nil {
 		env.Progressf("soak: last sample: %v", err)
 	}
-	close(stopSampling)
-	sampling.Wait()
 
 	// The live state as the leader has it.
 	liveNote := ""
