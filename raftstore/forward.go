@@ -62,9 +62,16 @@ func (n *Node) onLeader(ctx context.Context, call leaderCall) error {
 	backoff := 5 * time.Millisecond
 	var last error
 	sent := false
-	relay := 0 // > 0: go through another member, the relay-th one
+	// failed counts the failures since the leader last changed: after an
+	// odd number, the attempt goes through another member (the others in
+	// turn), after an even one to the leader directly.
+	failed := 0
 	for attempt := 1; ; attempt++ {
 		changed := n.leaderChanged()
+		relay := 0
+		if failed%2 == 1 {
+			relay = failed/2 + 1
+		}
 		err := n.attempt(ctx, call, changed, relay)
 		if err == nil {
 			return nil
@@ -73,13 +80,9 @@ func (n *Node) onLeader(ctx context.Context, call leaderCall) error {
 			return err
 		}
 		last = err
-		switch {
-		case errors.Is(err, errLeaderMoved):
-			relay = 0 // the new leader, directly
-		case relay > 0:
-			relay = -relay // once directly, then the next relay
-		default:
-			relay = -relay + 1
+		failed++
+		if errors.Is(err, errLeaderMoved) {
+			failed = 0 // the new leader, directly
 		}
 		// Only a call that never left this member for want of a leader is
 		// known not to have reached one.

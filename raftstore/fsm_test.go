@@ -2,9 +2,7 @@ package raftstore
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
-	"hash/crc32"
 	"strings"
 	"testing"
 
@@ -12,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/bagkeeper/bagkeeper/raftstore/state"
+	"github.com/bagkeeper/bagkeeper/raftstore/state/statetest"
 	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
 )
 
@@ -74,18 +73,11 @@ func TestDamagedEntryIsNeverApplied(t *testing.T) {
 
 func TestUndecodableCommandIsRefusedDeterministically(t *testing.T) {
 	f := NewFSM(nil)
-	data := sealed([]byte{0xff, 0xff})
+	data := statetest.Seal([]byte{0xff, 0xff})
 	res := f.Apply(&raft.Log{Type: raft.LogCommand, Index: 7, Data: data}).(*storepb.Result)
 	if !errors.Is(state.ResultError(res), state.ErrInvalid) || f.State().Index() != 7 {
 		t.Fatalf("result %v index %d", res, f.State().Index())
 	}
-}
-
-// sealed puts body in an entry envelope with a correct checksum.
-func sealed(body []byte) []byte {
-	out := append([]byte{1, 0, 0, 0, 0}, body...)
-	binary.BigEndian.PutUint32(out[1:5], crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli)))
-	return out
 }
 
 func TestFSMRestoreReplacesAllState(t *testing.T) {

@@ -3,10 +3,8 @@ package state_test
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"strings"
 	"testing"
 	"time"
@@ -608,7 +606,7 @@ func FuzzApplySealedCommand(f *testing.F) {
 	seed(state.ClaimLeaseOp("app/0", "m", 10), state.CheckLeaseOp("app/0"), state.RemoveUnitOp("app/0", 0, ""))
 	seed(state.HashStateOp(), state.ReportDivergenceOp("m", 3, []byte{1}, []byte{2}), state.ForgetClaimantOp("m"))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		entry := seal(body)
+		entry := statetest.Seal(body)
 		var results []string
 		var states []string
 		for range 2 {
@@ -628,11 +626,4 @@ func FuzzApplySealedCommand(f *testing.F) {
 			t.Fatalf("two machines applied the same entry differently:\n%s\n%s", results[0], results[1])
 		}
 	})
-}
-
-// seal puts body into a log entry envelope with a correct checksum.
-func seal(body []byte) []byte {
-	out := append([]byte{1, 0, 0, 0, 0}, body...)
-	binary.BigEndian.PutUint32(out[1:5], crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli)))
-	return out
 }

@@ -286,13 +286,7 @@ func (b *bagkeeperTarget) PreparePause(ctx context.Context) (*pauseSetup, error)
 	if err != nil {
 		return nil, err
 	}
-	var follower *bkMember
-	for _, m := range b.members {
-		if m != leader {
-			follower = m
-			break
-		}
-	}
+	follower := firstOther(b.members, leader)
 	conn, err := dialAdmin(follower.socket)
 	if err != nil {
 		return nil, err
@@ -386,13 +380,7 @@ func (e *etcdTarget) PreparePause(ctx context.Context) (*pauseSetup, error) {
 	if err != nil {
 		return nil, err
 	}
-	var follower *etcdMember
-	for _, m := range e.members {
-		if m != leader {
-			follower = m
-			break
-		}
-	}
+	follower := firstOther(e.members, leader)
 	conn, err := dialEtcd(follower.clientAddr)
 	if err != nil {
 		return nil, err
@@ -455,3 +443,14 @@ func (w *funcWriter) Put(ctx context.Context, key string, value []byte) error {
 }
 
 func (w *funcWriter) Close() error { return w.close() }
+
+// firstOther is the first of members that is not leader.
+func firstOther[M comparable](members []M, leader M) M {
+	for _, m := range members {
+		if m != leader {
+			return m
+		}
+	}
+	var none M
+	return none
+}

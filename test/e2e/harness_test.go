@@ -560,21 +560,19 @@ func (p *pod) adminCall(timeout time.Duration, fn func(ctx context.Context, c ad
 }
 
 func (p *pod) status() (*adminpb.StatusResponse, error) {
-	var st *adminpb.StatusResponse
-	err := p.adminCall(5*time.Second, func(ctx context.Context, c adminpb.AdminClient) error {
-		var err error
-		st, err = c.Status(ctx, &adminpb.StatusRequest{})
-		return err
-	})
-	return st, err
+	return p.statusOf(&adminpb.StatusRequest{})
 }
 
 // statusNoProbe is the pod's own view, without asking the other members.
 func (p *pod) statusNoProbe() (*adminpb.StatusResponse, error) {
+	return p.statusOf(&adminpb.StatusRequest{SkipProbe: true})
+}
+
+func (p *pod) statusOf(req *adminpb.StatusRequest) (*adminpb.StatusResponse, error) {
 	var st *adminpb.StatusResponse
 	err := p.adminCall(5*time.Second, func(ctx context.Context, c adminpb.AdminClient) error {
 		var err error
-		st, err = c.Status(ctx, &adminpb.StatusRequest{SkipProbe: true})
+		st, err = c.Status(ctx, req)
 		return err
 	})
 	return st, err

@@ -6,6 +6,8 @@ package statetest
 
 import (
 	"context"
+	"encoding/binary"
+	"hash/crc32"
 	"sync"
 	"testing"
 	"time"
@@ -144,4 +146,14 @@ func (s *Store) Claim(member, pod string, ordinal int64) string {
 func (s *Store) Relation(endpoint, iface string) int64 {
 	s.t.Helper()
 	return s.Must(state.EnsureRelationOp(endpoint, iface, true, "", "")).GetOps()[0].GetRelationId()
+}
+
+// Seal puts body, whatever it holds, into a log entry envelope with a
+// correct checksum, so that it gets past the checksum to the decoder. It
+// writes the layout documented in state/entry.go on its own, not through
+// state.EncodeEntry, so that the tests also pin the on-disk format.
+func Seal(body []byte) []byte {
+	out := append([]byte{1, 0, 0, 0, 0}, body...)
+	binary.BigEndian.PutUint32(out[1:5], crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli)))
+	return out
 }
