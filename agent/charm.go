@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -22,6 +24,12 @@ type Charm struct {
 	Name string
 	// Peers maps each peer endpoint of metadata.yaml to its interface.
 	Peers map[string]string
+	// Provides maps each provides endpoint of metadata.yaml to its
+	// interface.
+	Provides map[string]string
+	// Requires maps each requires endpoint of metadata.yaml to its
+	// interface.
+	Requires map[string]string
 	// Endpoints holds every endpoint name (peers, provides, requires).
 	Endpoints map[string]bool
 	// Options are the options of config.yaml.
@@ -59,17 +67,33 @@ func LoadCharm(dir string) (*Charm, error) {
 	if md.Name == "" {
 		return nil, fmt.Errorf("charm directory %s: metadata.yaml has no name", dir)
 	}
-	c := &Charm{Dir: dir, Name: md.Name, Peers: map[string]string{}, Endpoints: map[string]bool{}, Options: map[string]Option{}}
-	for _, eps := range []map[string]endpointSpec{md.Peers, md.Provides, md.Requires} {
-		for ep := range eps {
+	c := &Charm{
+		Dir: dir, Name: md.Name,
+		Peers: map[string]string{}, Provides: map[string]string{}, Requires: map[string]string{},
+		Endpoints: map[string]bool{}, Options: map[string]Option{},
+	}
+	declaredIn := map[string]string{} // endpoint -> the first section declaring it
+	for _, sec := range []struct {
+		name, kind string // the metadata.yaml key; what its endpoints are called
+		specs      map[string]endpointSpec
+		out        map[string]string
+	}{
+		{"peers", "peer", md.Peers, c.Peers},
+		{"provides", "provides", md.Provides, c.Provides},
+		{"requires", "requires", md.Requires, c.Requires},
+	} {
+		for _, ep := range slices.Sorted(maps.Keys(sec.specs)) {
+			if first, ok := declaredIn[ep]; ok {
+				return nil, fmt.Errorf("charm directory %s: metadata.yaml: endpoint %q is declared in both %s and %s; each endpoint name must be used once", dir, ep, first, sec.name)
+			}
+			declaredIn[ep] = sec.name
+			iface := sec.specs[ep].Interface
+			if iface == "" {
+				return nil, fmt.Errorf("charm directory %s: metadata.yaml: %s endpoint %q has no interface", dir, sec.kind, ep)
+			}
+			sec.out[ep] = iface
 			c.Endpoints[ep] = true
 		}
-	}
-	for ep, spec := range md.Peers {
-		if spec.Interface == "" {
-			return nil, fmt.Errorf("charm directory %s: metadata.yaml: peer endpoint %q has no interface", dir, ep)
-		}
-		c.Peers[ep] = spec.Interface
 	}
 	b, err = os.ReadFile(filepath.Join(dir, "config.yaml"))
 	switch {
