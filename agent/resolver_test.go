@@ -272,3 +272,39 @@ func TestDamagedCursorIsAnError(t *testing.T) {
 		t.Fatalf("empty cursor: %+v %v", c, err)
 	}
 }
+
+func TestRemoteViewsDriveRelationHooks(t *testing.T) {
+	w := newWorld(t)
+	w.units(1)
+	w.lead("app/0")
+	db := w.do(state.OfferedRelationOp("db", "pgsql", "pg", "database")).GetOps()[0].GetRelationId()
+	a := &unitAgent{w: w, unit: "app/0", pod: "p", config: "c"}
+	expectHooks(t, a.drain(), "install", "leader-elected", "config-changed", "start", "relation-created")
+	view := func(revision uint64, app map[string]string, units map[string]map[string]string) {
+		w.t.Helper()
+		w.do(state.SetRemoteViewOp(db, "pg", "pg-cluster", revision, app, units))
+	}
+	// Units with nothing published yet are in the relation all the same.
+	view(1, nil, map[string]map[string]string{"pg/0": nil, "pg/1": nil})
+	expectHooks(t, a.drain(), "relation-joined:pg/0", "relation-changed:pg/0", "relation-joined:pg/1", "relation-changed:pg/1")
+	view(2, nil, map[string]map[string]string{"pg/0": nil, "pg/1": nil})
+	expectHooks(t, a.drain())
+	view(3, nil, map[string]map[string]string{"pg/0": nil, "pg/1": {"host": "h1"}})
+	h, ok := Next(a.view(), a.cur)
+	if !ok || h.FullName() != "db-relation-changed" || h.RemoteUnit != "pg/1" || h.RemoteApp != "pg" {
+		t.Fatalf("after pg/1's change: %+v %v", h, ok)
+	}
+	expectHooks(t, a.drain(), "relation-changed:pg/1")
+	view(4, nil, map[string]map[string]string{"pg/1": {"host": "h1"}})
+	expectHooks(t, a.drain(), "relation-departed:pg/0")
+	// A stale view (an older revision, delivered late) tells nothing.
+	view(2, nil, map[string]map[string]string{"pg/0": nil, "pg/1": nil})
+	expectHooks(t, a.drain())
+	view(5, map[string]string{"db": "x"}, map[string]map[string]string{"pg/1": {"host": "h1"}})
+	h, ok = Next(a.view(), a.cur)
+	if !ok || h.Name != HookRelationChanged || h.RemoteUnit != "" || h.RemoteApp != "pg" {
+		t.Fatalf("after the application bag's change: %+v %v", h, ok)
+	}
+	expectHooks(t, a.drain(), "relation-changed:app=pg")
+	expectHooks(t, a.drain())
+}

@@ -234,6 +234,8 @@ func (t *txn) applyOp(op *storepb.Op) (*storepb.OpResult, *CommandError) {
 		return t.updateBag(o.UpdateBag)
 	case *storepb.Op_CheckBag:
 		return t.checkBag(o.CheckBag)
+	case *storepb.Op_SetRemoteView:
+		return t.setRemoteView(o.SetRemoteView)
 	case *storepb.Op_ClaimUnit:
 		return t.claimUnit(o.ClaimUnit)
 	case *storepb.Op_ReleaseUnit:
@@ -304,6 +306,9 @@ func (t *txn) ensureRelation(o *storepb.EnsureRelation) (*storepb.OpResult, *Com
 		if o.GetRemoteApp() != "" || o.GetRemoteEndpoint() != "" {
 			return nil, opErr(storepb.ErrorCode_INVALID, "a peer relation has no remote application")
 		}
+		if o.GetOffered() {
+			return nil, opErr(storepb.ErrorCode_INVALID, "a peer relation cannot be offered")
+		}
 	} else {
 		if !ValidAppName(o.GetRemoteApp()) {
 			return nil, opErr(storepb.ErrorCode_INVALID, "invalid remote application name %q", o.GetRemoteApp())
@@ -318,8 +323,8 @@ func (t *txn) ensureRelation(o *storepb.EnsureRelation) (*storepb.OpResult, *Com
 	it := t.relationRoot().Iterator()
 	for _, r, ok := it.Next(); ok; _, r, ok = it.Next() {
 		if r.Endpoint == o.GetEndpoint() && r.RemoteApp == o.GetRemoteApp() && r.RemoteEndpoint == o.GetRemoteEndpoint() {
-			if r.Peer != o.GetPeer() || r.Interface != o.GetInterface() {
-				return nil, opErr(storepb.ErrorCode_CONFLICT, "relation %s exists with another interface or kind", r.Key())
+			if r.Peer != o.GetPeer() || r.Interface != o.GetInterface() || r.Offered != o.GetOffered() {
+				return nil, opErr(storepb.ErrorCode_CONFLICT, "relation %s exists with another interface, kind or side of the offer", r.Key())
 			}
 			return &storepb.OpResult{RelationId: r.ID}, nil
 		}
@@ -333,6 +338,7 @@ func (t *txn) ensureRelation(o *storepb.EnsureRelation) (*storepb.OpResult, *Com
 		RemoteApp:      o.GetRemoteApp(),
 		RemoteEndpoint: o.GetRemoteEndpoint(),
 		Created:        t.now,
+		Offered:        o.GetOffered(),
 	}
 	m.nextRelation++
 	t.rel().Insert(relKey(r.ID), r)
@@ -399,6 +405,111 @@ func (t *txn) updateBag(o *storepb.UpdateBag) (*storepb.OpResult, *CommandError)
 	}
 	t.bag().Insert(bagKey(r.ID, o.GetOwner()), b)
 	return &storepb.OpResult{}, nil
+}
+
+// setRemoteView replaces the remote side of a relation with a view the
+// remote group published (see storepb.SetRemoteView).
+func (t *txn) setRemoteView(o *storepb.SetRemoteView) (*storepb.OpResult, *CommandError) {
+	r, ok := t.getRelation(o.GetRelationId())
+	if !ok {
+		return nil, opErr(storepb.ErrorCode_NOT_FOUND, "relation %d not found", o.GetRelationId())
+	}
+	if r.Peer {
+		return nil, opErr(storepb.ErrorCode_INVALID, "relation %s is a peer relation: it has no remote view", r.Key())
+	}
+	if o.GetRemoteApp() != r.RemoteApp {
+		return nil, opErr(storepb.ErrorCode_INVALID, "a view of %q is not a view of relation %s, whose remote application is %q", o.GetRemoteApp(), r.Key(), r.RemoteApp)
+	}
+	if err := checkViewBag(r, r.RemoteApp, o.GetApp()); err != nil {
+		return nil, err
+	}
+	inView := make(map[string]bool, len(o.GetUnits()))
+	for _, u := range o.GetUnits() {
+		if app, _, ok := ParseUnitName(u.GetUnit()); !ok || app != r.RemoteApp {
+			return nil, opErr(storepb.ErrorCode_INVALID, "%q in the view of relation %s is not a unit of %s", u.GetUnit(), r.Key(), r.RemoteApp)
+		}
+		if inView[u.GetUnit()] {
+			return nil, opErr(storepb.ErrorCode_INVALID, "unit %s is twice in the view of relation %s", u.GetUnit(), r.Key())
+		}
+		inView[u.GetUnit()] = true
+		if err := checkViewBag(r, u.GetUnit(), u.GetData()); err != nil {
+			return nil, err
+		}
+	}
+	if o.GetSource() == r.RemoteSource && o.GetRevision() <= r.RemoteRevision {
+		return &storepb.OpResult{RelationId: r.ID, Stale: true}, nil
+	}
+
+	// Remote units gone from the view have departed: their bags go.
+	var departed []string
+	it := t.bag().Root().Iterator()
+	it.SeekPrefix(relKey(r.ID))
+	for _, b, ok := it.Next(); ok; _, b, ok = it.Next() {
+		if app, _, ok := ParseUnitName(b.Owner); ok && app == r.RemoteApp && !inView[b.Owner] {
+			departed = append(departed, b.Owner)
+		}
+	}
+	for _, owner := range departed {
+		t.bag().Delete(bagKey(r.ID, owner))
+	}
+	// Every unit in the view has a bag, empty or not; one whose data is
+	// the same keeps its revision, so that nobody is told of a change.
+	for _, u := range o.GetUnits() {
+		old, exists := t.getBag(r.ID, u.GetUnit())
+		if exists && sameData(old.Data, u.GetData()) {
+			continue
+		}
+		t.putViewBag(r.ID, u.GetUnit(), old, u.GetData())
+	}
+	// The remote application's bag appears with its first data, and then
+	// follows the view (emptied, it stays).
+	old, exists := t.getBag(r.ID, r.RemoteApp)
+	if (exists && !sameData(old.Data, o.GetApp())) || (!exists && len(o.GetApp()) > 0) {
+		t.putViewBag(r.ID, r.RemoteApp, old, o.GetApp())
+	}
+	c := *r
+	c.RemoteSource, c.RemoteRevision = o.GetSource(), o.GetRevision()
+	t.rel().Insert(relKey(r.ID), &c)
+	return &storepb.OpResult{RelationId: r.ID}, nil
+}
+
+// checkViewBag validates one bag of a remote view as UpdateBag would a
+// write: no empty key, no more than MaxBagSize bytes.
+func checkViewBag(r *Relation, owner string, data map[string]string) *CommandError {
+	size := 0
+	for k, v := range data {
+		if k == "" {
+			return opErr(storepb.ErrorCode_INVALID, "empty key in the view of %s in relation %s", owner, r.Key())
+		}
+		size += len(k) + len(v)
+	}
+	if size > MaxBagSize {
+		return opErr(storepb.ErrorCode_TOO_LARGE, "relation data for %s in %s would be %d bytes, over the %d byte limit", owner, r.Key(), size, MaxBagSize)
+	}
+	return nil
+}
+
+// sameData reports whether a bag holds exactly data.
+func sameData(s Settings, data map[string]string) bool {
+	if s.Len() != len(data) {
+		return false
+	}
+	for k, v := range data {
+		if got, ok := s.Get(k); !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// putViewBag writes a bag of a remote view: revision 1 for a new bag, one
+// more than old's otherwise.
+func (t *txn) putViewBag(relationID int64, owner string, old *Bag, data map[string]string) {
+	b := &Bag{RelationID: relationID, Owner: owner, Data: SettingsOf(data), ModifiedIndex: t.index, Revision: 1}
+	if old != nil {
+		b.Revision = old.Revision + 1
+	}
+	t.bag().Insert(bagKey(relationID, owner), b)
 }
 
 func (t *txn) checkBag(o *storepb.CheckBag) (*storepb.OpResult, *CommandError) {

@@ -605,6 +605,7 @@ func FuzzApplySealedCommand(f *testing.F) {
 	seed(state.EnsureRelationOp("peers", "x", true, "", ""), state.UpdateBagOp(0, "app/0", map[string]string{"a": "b"}, "c"))
 	seed(state.ClaimLeaseOp("app/0", "m", 10), state.CheckLeaseOp("app/0"), state.RemoveUnitOp("app/0", 0, ""))
 	seed(state.HashStateOp(), state.ReportDivergenceOp("m", 3, []byte{1}, []byte{2}), state.ForgetClaimantOp("m"))
+	seed(state.OfferedRelationOp("db", "pgsql", "pg", "database"), state.SetRemoteViewOp(1, "pg", "src", 1, map[string]string{"a": "b"}, map[string]map[string]string{"pg/0": nil, "pg/1": {"c": "d"}}))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		entry := statetest.Seal(body)
 		var results []string

@@ -3,6 +3,7 @@ package state
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"sort"
 
 	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
 )
@@ -30,6 +31,31 @@ func InitClusterOp(app, clusterID string) *storepb.Op {
 // EnsureRelationOp creates a relation unless it exists.
 func EnsureRelationOp(endpoint, iface string, peer bool, remoteApp, remoteEndpoint string) *storepb.Op {
 	return &storepb.Op{Op: &storepb.Op_EnsureRelation{EnsureRelation: &storepb.EnsureRelation{Endpoint: endpoint, Interface: iface, Peer: peer, RemoteApp: remoteApp, RemoteEndpoint: remoteEndpoint}}}
+}
+
+// OfferedRelationOp creates, unless it exists, a relation in which this
+// application offers endpoint and remoteApp consumes the offer.
+func OfferedRelationOp(endpoint, iface, remoteApp, remoteEndpoint string) *storepb.Op {
+	return &storepb.Op{Op: &storepb.Op_EnsureRelation{EnsureRelation: &storepb.EnsureRelation{Endpoint: endpoint, Interface: iface, RemoteApp: remoteApp, RemoteEndpoint: remoteEndpoint, Offered: true}}}
+}
+
+// SetRemoteViewOp replaces what the relation holds of remoteApp's side
+// with the view of revision revision from source: remoteApp's application
+// bag app and the bags of its units, keyed by unit name (a unit with nil
+// or empty data is in the relation all the same). The units are put in the
+// op ordered by name, so the same view always encodes the same way.
+func SetRemoteViewOp(relationID int64, remoteApp, source string, revision uint64, app map[string]string, units map[string]map[string]string) *storepb.Op {
+	names := make([]string, 0, len(units))
+	for u := range units {
+		names = append(names, u)
+	}
+	sort.Strings(names)
+	views := make([]*storepb.RemoteUnitView, 0, len(names))
+	for _, u := range names {
+		views = append(views, &storepb.RemoteUnitView{Unit: u, Data: units[u]})
+	}
+	return &storepb.Op{Op: &storepb.Op_SetRemoteView{SetRemoteView: &storepb.SetRemoteView{
+		RelationId: relationID, RemoteApp: remoteApp, Source: source, Revision: revision, App: app, Units: views}}}
 }
 
 // RemoveRelationOp deletes a relation and its bags.

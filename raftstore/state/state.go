@@ -58,6 +58,14 @@ type Relation struct {
 	RemoteApp      string
 	RemoteEndpoint string
 	Created        time.Time
+	// Offered is true when this application is the side offering the
+	// endpoint and the remote application consumes the offer.
+	Offered bool
+	// RemoteSource identifies the remote group the last remote view came
+	// from (opaque; its cluster id, say), and RemoteRevision is that view's
+	// revision (see SetRemoteViewOp). Both are empty until a view is applied.
+	RemoteSource   string
+	RemoteRevision uint64
 }
 
 // Key returns the "endpoint:id" form Juju shows.

@@ -396,6 +396,7 @@ type Op struct {
 	//	*Op_ReportDivergence
 	//	*Op_ForgetDivergence
 	//	*Op_StartGeneration
+	//	*Op_SetRemoteView
 	Op            isOp_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -645,6 +646,15 @@ func (x *Op) GetStartGeneration() *StartGeneration {
 	return nil
 }
 
+func (x *Op) GetSetRemoteView() *SetRemoteView {
+	if x != nil {
+		if x, ok := x.Op.(*Op_SetRemoteView); ok {
+			return x.SetRemoteView
+		}
+	}
+	return nil
+}
+
 type isOp_Op interface {
 	isOp_Op()
 }
@@ -741,6 +751,10 @@ type Op_StartGeneration struct {
 	StartGeneration *StartGeneration `protobuf:"bytes,23,opt,name=start_generation,json=startGeneration,proto3,oneof"`
 }
 
+type Op_SetRemoteView struct {
+	SetRemoteView *SetRemoteView `protobuf:"bytes,24,opt,name=set_remote_view,json=setRemoteView,proto3,oneof"`
+}
+
 func (*Op_InitCluster) isOp_Op() {}
 
 func (*Op_EnsureRelation) isOp_Op() {}
@@ -787,6 +801,168 @@ func (*Op_ForgetDivergence) isOp_Op() {}
 
 func (*Op_StartGeneration) isOp_Op() {}
 
+func (*Op_SetRemoteView) isOp_Op() {}
+
+// SetRemoteView replaces what this application holds of the other side of
+// a (non-peer) relation: the remote application's bag, the bags of its
+// units and so which of its units are in the relation (a remote unit is a
+// member of the relation while it has a bag in it). The view is what the
+// remote group published at its revision; this application commits it into
+// its own log so that its units see it as they see any other relation data.
+//
+// A view from the same source at a revision no higher than the last one
+// applied changes nothing (the result says stale). A view from another
+// source (the remote group was rebuilt) is applied whatever its revision.
+// Unit bags whose data is unchanged keep their revision; a remote unit
+// missing from the view has its bag deleted; the remote application's bag
+// is written when its data differs, and created only with some data. The
+// bags of this application and of its units are never touched.
+type SetRemoteView struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	RelationId int64                  `protobuf:"varint,1,opt,name=relation_id,json=relationId,proto3" json:"relation_id,omitempty"`
+	// Must be the relation's remote application.
+	RemoteApp string `protobuf:"bytes,2,opt,name=remote_app,json=remoteApp,proto3" json:"remote_app,omitempty"`
+	// Opaque identifier of the remote group the view comes from (its
+	// cluster id, say).
+	Source string `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
+	// The view's revision in its source; the relation starts at the empty
+	// source and revision 0, so such a view is never applied.
+	Revision uint64 `protobuf:"varint,4,opt,name=revision,proto3" json:"revision,omitempty"`
+	// The remote application's bag.
+	App map[string]string `protobuf:"bytes,5,rep,name=app,proto3" json:"app,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// One entry per remote unit in the relation, ordered by unit name; a unit
+	// with no data is in the relation all the same.
+	Units         []*RemoteUnitView `protobuf:"bytes,6,rep,name=units,proto3" json:"units,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRemoteView) Reset() {
+	*x = SetRemoteView{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRemoteView) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRemoteView) ProtoMessage() {}
+
+func (x *SetRemoteView) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRemoteView.ProtoReflect.Descriptor instead.
+func (*SetRemoteView) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SetRemoteView) GetRelationId() int64 {
+	if x != nil {
+		return x.RelationId
+	}
+	return 0
+}
+
+func (x *SetRemoteView) GetRemoteApp() string {
+	if x != nil {
+		return x.RemoteApp
+	}
+	return ""
+}
+
+func (x *SetRemoteView) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *SetRemoteView) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *SetRemoteView) GetApp() map[string]string {
+	if x != nil {
+		return x.App
+	}
+	return nil
+}
+
+func (x *SetRemoteView) GetUnits() []*RemoteUnitView {
+	if x != nil {
+		return x.Units
+	}
+	return nil
+}
+
+// RemoteUnitView is one remote unit's bag in a SetRemoteView.
+type RemoteUnitView struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A unit of the relation's remote application ("pg/3").
+	Unit          string            `protobuf:"bytes,1,opt,name=unit,proto3" json:"unit,omitempty"`
+	Data          map[string]string `protobuf:"bytes,2,rep,name=data,proto3" json:"data,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoteUnitView) Reset() {
+	*x = RemoteUnitView{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoteUnitView) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoteUnitView) ProtoMessage() {}
+
+func (x *RemoteUnitView) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoteUnitView.ProtoReflect.Descriptor instead.
+func (*RemoteUnitView) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RemoteUnitView) GetUnit() string {
+	if x != nil {
+		return x.Unit
+	}
+	return ""
+}
+
+func (x *RemoteUnitView) GetData() map[string]string {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 // StartGeneration records that the group was recovered after losing its
 // majority: the state's generation becomes generation (if it is higher),
 // so that members of the group before the recovery can be told apart.
@@ -801,7 +977,7 @@ type StartGeneration struct {
 
 func (x *StartGeneration) Reset() {
 	*x = StartGeneration{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[4]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -813,7 +989,7 @@ func (x *StartGeneration) String() string {
 func (*StartGeneration) ProtoMessage() {}
 
 func (x *StartGeneration) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[4]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -826,7 +1002,7 @@ func (x *StartGeneration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartGeneration.ProtoReflect.Descriptor instead.
 func (*StartGeneration) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{4}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *StartGeneration) GetGeneration() uint64 {
@@ -854,7 +1030,7 @@ type HashState struct {
 
 func (x *HashState) Reset() {
 	*x = HashState{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[5]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -866,7 +1042,7 @@ func (x *HashState) String() string {
 func (*HashState) ProtoMessage() {}
 
 func (x *HashState) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[5]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -879,7 +1055,7 @@ func (x *HashState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HashState.ProtoReflect.Descriptor instead.
 func (*HashState) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{5}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{7}
 }
 
 // ReportDivergence records that a member's state hash at index differs
@@ -897,7 +1073,7 @@ type ReportDivergence struct {
 
 func (x *ReportDivergence) Reset() {
 	*x = ReportDivergence{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[6]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -909,7 +1085,7 @@ func (x *ReportDivergence) String() string {
 func (*ReportDivergence) ProtoMessage() {}
 
 func (x *ReportDivergence) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[6]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -922,7 +1098,7 @@ func (x *ReportDivergence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportDivergence.ProtoReflect.Descriptor instead.
 func (*ReportDivergence) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{6}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReportDivergence) GetMemberId() string {
@@ -964,7 +1140,7 @@ type ForgetDivergence struct {
 
 func (x *ForgetDivergence) Reset() {
 	*x = ForgetDivergence{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[7]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -976,7 +1152,7 @@ func (x *ForgetDivergence) String() string {
 func (*ForgetDivergence) ProtoMessage() {}
 
 func (x *ForgetDivergence) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[7]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -989,7 +1165,7 @@ func (x *ForgetDivergence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetDivergence.ProtoReflect.Descriptor instead.
 func (*ForgetDivergence) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{7}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ForgetDivergence) GetMemberId() string {
@@ -1009,7 +1185,7 @@ type ForgetClaimant struct {
 
 func (x *ForgetClaimant) Reset() {
 	*x = ForgetClaimant{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[8]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1021,7 +1197,7 @@ func (x *ForgetClaimant) String() string {
 func (*ForgetClaimant) ProtoMessage() {}
 
 func (x *ForgetClaimant) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[8]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1034,7 +1210,7 @@ func (x *ForgetClaimant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetClaimant.ProtoReflect.Descriptor instead.
 func (*ForgetClaimant) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{8}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ForgetClaimant) GetMemberId() string {
@@ -1056,7 +1232,7 @@ type InitCluster struct {
 
 func (x *InitCluster) Reset() {
 	*x = InitCluster{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[9]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1068,7 +1244,7 @@ func (x *InitCluster) String() string {
 func (*InitCluster) ProtoMessage() {}
 
 func (x *InitCluster) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[9]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1081,7 +1257,7 @@ func (x *InitCluster) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitCluster.ProtoReflect.Descriptor instead.
 func (*InitCluster) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{9}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *InitCluster) GetApp() string {
@@ -1099,7 +1275,9 @@ func (x *InitCluster) GetClusterId() string {
 }
 
 // EnsureRelation creates a relation if no relation with the same key
-// (endpoint, remote_app, remote_endpoint) exists. The result is the id.
+// (endpoint, remote_app, remote_endpoint) exists. The result is the id. An
+// existing relation of that key with another interface, peer or offered
+// flag is a conflict.
 type EnsureRelation struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Endpoint  string                 `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
@@ -1108,13 +1286,17 @@ type EnsureRelation struct {
 	// Empty for peer relations.
 	RemoteApp      string `protobuf:"bytes,4,opt,name=remote_app,json=remoteApp,proto3" json:"remote_app,omitempty"`
 	RemoteEndpoint string `protobuf:"bytes,5,opt,name=remote_endpoint,json=remoteEndpoint,proto3" json:"remote_endpoint,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// This application offers the endpoint and the remote application
+	// consumes the offer (it cannot be a peer relation). A relation of the
+	// same key with the other value of offered is a conflict.
+	Offered       bool `protobuf:"varint,6,opt,name=offered,proto3" json:"offered,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EnsureRelation) Reset() {
 	*x = EnsureRelation{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[10]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1308,7 @@ func (x *EnsureRelation) String() string {
 func (*EnsureRelation) ProtoMessage() {}
 
 func (x *EnsureRelation) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[10]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1321,7 @@ func (x *EnsureRelation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnsureRelation.ProtoReflect.Descriptor instead.
 func (*EnsureRelation) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{10}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *EnsureRelation) GetEndpoint() string {
@@ -1177,6 +1359,13 @@ func (x *EnsureRelation) GetRemoteEndpoint() string {
 	return ""
 }
 
+func (x *EnsureRelation) GetOffered() bool {
+	if x != nil {
+		return x.Offered
+	}
+	return false
+}
+
 // RemoveRelation deletes a relation and every bag in it.
 type RemoveRelation struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1187,7 +1376,7 @@ type RemoveRelation struct {
 
 func (x *RemoveRelation) Reset() {
 	*x = RemoveRelation{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[11]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1199,7 +1388,7 @@ func (x *RemoveRelation) String() string {
 func (*RemoveRelation) ProtoMessage() {}
 
 func (x *RemoveRelation) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[11]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1212,7 +1401,7 @@ func (x *RemoveRelation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRelation.ProtoReflect.Descriptor instead.
 func (*RemoveRelation) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{11}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RemoveRelation) GetRelationId() int64 {
@@ -1238,7 +1427,7 @@ type UpdateBag struct {
 
 func (x *UpdateBag) Reset() {
 	*x = UpdateBag{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[12]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1250,7 +1439,7 @@ func (x *UpdateBag) String() string {
 func (*UpdateBag) ProtoMessage() {}
 
 func (x *UpdateBag) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[12]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1263,7 +1452,7 @@ func (x *UpdateBag) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBag.ProtoReflect.Descriptor instead.
 func (*UpdateBag) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{12}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *UpdateBag) GetRelationId() int64 {
@@ -1307,7 +1496,7 @@ type CheckBag struct {
 
 func (x *CheckBag) Reset() {
 	*x = CheckBag{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[13]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1319,7 +1508,7 @@ func (x *CheckBag) String() string {
 func (*CheckBag) ProtoMessage() {}
 
 func (x *CheckBag) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[13]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1332,7 +1521,7 @@ func (x *CheckBag) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckBag.ProtoReflect.Descriptor instead.
 func (*CheckBag) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{13}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CheckBag) GetRelationId() int64 {
@@ -1379,7 +1568,7 @@ type ClaimUnit struct {
 
 func (x *ClaimUnit) Reset() {
 	*x = ClaimUnit{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[14]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1391,7 +1580,7 @@ func (x *ClaimUnit) String() string {
 func (*ClaimUnit) ProtoMessage() {}
 
 func (x *ClaimUnit) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[14]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1404,7 +1593,7 @@ func (x *ClaimUnit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimUnit.ProtoReflect.Descriptor instead.
 func (*ClaimUnit) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{14}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ClaimUnit) GetMemberId() string {
@@ -1448,7 +1637,7 @@ type ReleaseUnit struct {
 
 func (x *ReleaseUnit) Reset() {
 	*x = ReleaseUnit{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[15]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1460,7 +1649,7 @@ func (x *ReleaseUnit) String() string {
 func (*ReleaseUnit) ProtoMessage() {}
 
 func (x *ReleaseUnit) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[15]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1473,7 +1662,7 @@ func (x *ReleaseUnit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseUnit.ProtoReflect.Descriptor instead.
 func (*ReleaseUnit) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{15}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReleaseUnit) GetUnit() string {
@@ -1511,7 +1700,7 @@ type RemoveUnit struct {
 
 func (x *RemoveUnit) Reset() {
 	*x = RemoveUnit{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[16]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1523,7 +1712,7 @@ func (x *RemoveUnit) String() string {
 func (*RemoveUnit) ProtoMessage() {}
 
 func (x *RemoveUnit) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[16]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1536,7 +1725,7 @@ func (x *RemoveUnit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveUnit.ProtoReflect.Descriptor instead.
 func (*RemoveUnit) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{16}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RemoveUnit) GetUnit() string {
@@ -1572,7 +1761,7 @@ type UpdateCharmState struct {
 
 func (x *UpdateCharmState) Reset() {
 	*x = UpdateCharmState{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[17]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1584,7 +1773,7 @@ func (x *UpdateCharmState) String() string {
 func (*UpdateCharmState) ProtoMessage() {}
 
 func (x *UpdateCharmState) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[17]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1597,7 +1786,7 @@ func (x *UpdateCharmState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateCharmState.ProtoReflect.Descriptor instead.
 func (*UpdateCharmState) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{17}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *UpdateCharmState) GetUnit() string {
@@ -1632,7 +1821,7 @@ type UpdateLeaderSettings struct {
 
 func (x *UpdateLeaderSettings) Reset() {
 	*x = UpdateLeaderSettings{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[18]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1644,7 +1833,7 @@ func (x *UpdateLeaderSettings) String() string {
 func (*UpdateLeaderSettings) ProtoMessage() {}
 
 func (x *UpdateLeaderSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[18]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1657,7 +1846,7 @@ func (x *UpdateLeaderSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateLeaderSettings.ProtoReflect.Descriptor instead.
 func (*UpdateLeaderSettings) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{18}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *UpdateLeaderSettings) GetSet() map[string]string {
@@ -1688,7 +1877,7 @@ type ClaimLease struct {
 
 func (x *ClaimLease) Reset() {
 	*x = ClaimLease{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[19]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1700,7 +1889,7 @@ func (x *ClaimLease) String() string {
 func (*ClaimLease) ProtoMessage() {}
 
 func (x *ClaimLease) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[19]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1713,7 +1902,7 @@ func (x *ClaimLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimLease.ProtoReflect.Descriptor instead.
 func (*ClaimLease) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{19}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ClaimLease) GetUnit() string {
@@ -1748,7 +1937,7 @@ type CheckLease struct {
 
 func (x *CheckLease) Reset() {
 	*x = CheckLease{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[20]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1760,7 +1949,7 @@ func (x *CheckLease) String() string {
 func (*CheckLease) ProtoMessage() {}
 
 func (x *CheckLease) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[20]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1773,7 +1962,7 @@ func (x *CheckLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckLease.ProtoReflect.Descriptor instead.
 func (*CheckLease) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{20}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CheckLease) GetUnit() string {
@@ -1800,7 +1989,7 @@ type SetCursor struct {
 
 func (x *SetCursor) Reset() {
 	*x = SetCursor{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[21]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1812,7 +2001,7 @@ func (x *SetCursor) String() string {
 func (*SetCursor) ProtoMessage() {}
 
 func (x *SetCursor) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[21]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1825,7 +2014,7 @@ func (x *SetCursor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCursor.ProtoReflect.Descriptor instead.
 func (*SetCursor) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{21}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SetCursor) GetUnit() string {
@@ -1871,7 +2060,7 @@ type SetStatus struct {
 
 func (x *SetStatus) Reset() {
 	*x = SetStatus{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[22]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1883,7 +2072,7 @@ func (x *SetStatus) String() string {
 func (*SetStatus) ProtoMessage() {}
 
 func (x *SetStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[22]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1896,7 +2085,7 @@ func (x *SetStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetStatus.ProtoReflect.Descriptor instead.
 func (*SetStatus) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{22}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SetStatus) GetOwner() string {
@@ -1940,7 +2129,7 @@ type SetHookError struct {
 
 func (x *SetHookError) Reset() {
 	*x = SetHookError{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[23]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1952,7 +2141,7 @@ func (x *SetHookError) String() string {
 func (*SetHookError) ProtoMessage() {}
 
 func (x *SetHookError) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[23]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1965,7 +2154,7 @@ func (x *SetHookError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetHookError.ProtoReflect.Descriptor instead.
 func (*SetHookError) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{23}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SetHookError) GetUnit() string {
@@ -2001,7 +2190,7 @@ type SetWorkloadVersion struct {
 
 func (x *SetWorkloadVersion) Reset() {
 	*x = SetWorkloadVersion{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[24]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2013,7 +2202,7 @@ func (x *SetWorkloadVersion) String() string {
 func (*SetWorkloadVersion) ProtoMessage() {}
 
 func (x *SetWorkloadVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[24]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2026,7 +2215,7 @@ func (x *SetWorkloadVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetWorkloadVersion.ProtoReflect.Descriptor instead.
 func (*SetWorkloadVersion) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{24}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SetWorkloadVersion) GetUnit() string {
@@ -2057,7 +2246,7 @@ type Port struct {
 
 func (x *Port) Reset() {
 	*x = Port{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[25]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2069,7 +2258,7 @@ func (x *Port) String() string {
 func (*Port) ProtoMessage() {}
 
 func (x *Port) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[25]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2082,7 +2271,7 @@ func (x *Port) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Port.ProtoReflect.Descriptor instead.
 func (*Port) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{25}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Port) GetEndpoint() string {
@@ -2125,7 +2314,7 @@ type UpdatePorts struct {
 
 func (x *UpdatePorts) Reset() {
 	*x = UpdatePorts{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[26]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2137,7 +2326,7 @@ func (x *UpdatePorts) String() string {
 func (*UpdatePorts) ProtoMessage() {}
 
 func (x *UpdatePorts) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[26]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2150,7 +2339,7 @@ func (x *UpdatePorts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePorts.ProtoReflect.Descriptor instead.
 func (*UpdatePorts) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{26}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *UpdatePorts) GetUnit() string {
@@ -2185,7 +2374,7 @@ type ReleaseLease struct {
 
 func (x *ReleaseLease) Reset() {
 	*x = ReleaseLease{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[27]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2197,7 +2386,7 @@ func (x *ReleaseLease) String() string {
 func (*ReleaseLease) ProtoMessage() {}
 
 func (x *ReleaseLease) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[27]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2210,7 +2399,7 @@ func (x *ReleaseLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLease.ProtoReflect.Descriptor instead.
 func (*ReleaseLease) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{27}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReleaseLease) GetUnit() string {
@@ -2238,7 +2427,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[28]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2250,7 +2439,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[28]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2263,7 +2452,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{28}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Result) GetErrorCode() ErrorCode {
@@ -2306,14 +2495,17 @@ type OpResult struct {
 	Unit       string                 `protobuf:"bytes,1,opt,name=unit,proto3" json:"unit,omitempty"`
 	RelationId int64                  `protobuf:"varint,2,opt,name=relation_id,json=relationId,proto3" json:"relation_id,omitempty"`
 	// ClaimUnit: no unit is free and the scale is reached; the member waits.
-	Waiting       bool `protobuf:"varint,3,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	Waiting bool `protobuf:"varint,3,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	// SetRemoteView: the view was no newer than the one last applied from
+	// the same source, and changed nothing.
+	Stale         bool `protobuf:"varint,4,opt,name=stale,proto3" json:"stale,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *OpResult) Reset() {
 	*x = OpResult{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[29]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2325,7 +2517,7 @@ func (x *OpResult) String() string {
 func (*OpResult) ProtoMessage() {}
 
 func (x *OpResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[29]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2338,7 +2530,7 @@ func (x *OpResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpResult.ProtoReflect.Descriptor instead.
 func (*OpResult) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{29}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *OpResult) GetUnit() string {
@@ -2358,6 +2550,13 @@ func (x *OpResult) GetRelationId() int64 {
 func (x *OpResult) GetWaiting() bool {
 	if x != nil {
 		return x.Waiting
+	}
+	return false
+}
+
+func (x *OpResult) GetStale() bool {
+	if x != nil {
+		return x.Stale
 	}
 	return false
 }
@@ -2387,7 +2586,7 @@ type SnapshotRecord struct {
 
 func (x *SnapshotRecord) Reset() {
 	*x = SnapshotRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[30]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2399,7 +2598,7 @@ func (x *SnapshotRecord) String() string {
 func (*SnapshotRecord) ProtoMessage() {}
 
 func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[30]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2412,7 +2611,7 @@ func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRecord.ProtoReflect.Descriptor instead.
 func (*SnapshotRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{30}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SnapshotRecord) GetRecord() isSnapshotRecord_Record {
@@ -2620,7 +2819,7 @@ type DivergenceRecord struct {
 
 func (x *DivergenceRecord) Reset() {
 	*x = DivergenceRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[31]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2632,7 +2831,7 @@ func (x *DivergenceRecord) String() string {
 func (*DivergenceRecord) ProtoMessage() {}
 
 func (x *DivergenceRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[31]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2645,7 +2844,7 @@ func (x *DivergenceRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DivergenceRecord.ProtoReflect.Descriptor instead.
 func (*DivergenceRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{31}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DivergenceRecord) GetMemberId() string {
@@ -2696,7 +2895,7 @@ type SessionRecord struct {
 
 func (x *SessionRecord) Reset() {
 	*x = SessionRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[32]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2708,7 +2907,7 @@ func (x *SessionRecord) String() string {
 func (*SessionRecord) ProtoMessage() {}
 
 func (x *SessionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[32]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2721,7 +2920,7 @@ func (x *SessionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRecord.ProtoReflect.Descriptor instead.
 func (*SessionRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{32}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SessionRecord) GetClientId() string {
@@ -2762,7 +2961,7 @@ type SessionResult struct {
 
 func (x *SessionResult) Reset() {
 	*x = SessionResult{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[33]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2774,7 +2973,7 @@ func (x *SessionResult) String() string {
 func (*SessionResult) ProtoMessage() {}
 
 func (x *SessionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[33]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2787,7 +2986,7 @@ func (x *SessionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResult.ProtoReflect.Descriptor instead.
 func (*SessionResult) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{33}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SessionResult) GetSequence() uint64 {
@@ -2816,7 +3015,7 @@ type ClaimantRecord struct {
 
 func (x *ClaimantRecord) Reset() {
 	*x = ClaimantRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[34]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2828,7 +3027,7 @@ func (x *ClaimantRecord) String() string {
 func (*ClaimantRecord) ProtoMessage() {}
 
 func (x *ClaimantRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[34]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2841,7 +3040,7 @@ func (x *ClaimantRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimantRecord.ProtoReflect.Descriptor instead.
 func (*ClaimantRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{34}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ClaimantRecord) GetMemberId() string {
@@ -2878,7 +3077,7 @@ type StatusRecord struct {
 
 func (x *StatusRecord) Reset() {
 	*x = StatusRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[35]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2890,7 +3089,7 @@ func (x *StatusRecord) String() string {
 func (*StatusRecord) ProtoMessage() {}
 
 func (x *StatusRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[35]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2903,7 +3102,7 @@ func (x *StatusRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRecord.ProtoReflect.Descriptor instead.
 func (*StatusRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{35}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *StatusRecord) GetOwner() string {
@@ -2956,7 +3155,7 @@ type UnitExtraRecord struct {
 
 func (x *UnitExtraRecord) Reset() {
 	*x = UnitExtraRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[36]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2968,7 +3167,7 @@ func (x *UnitExtraRecord) String() string {
 func (*UnitExtraRecord) ProtoMessage() {}
 
 func (x *UnitExtraRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[36]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2981,7 +3180,7 @@ func (x *UnitExtraRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnitExtraRecord.ProtoReflect.Descriptor instead.
 func (*UnitExtraRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{36}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *UnitExtraRecord) GetUnit() string {
@@ -3049,7 +3248,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[37]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3061,7 +3260,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[37]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3074,7 +3273,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{37}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SnapshotHeader) GetVersion() uint32 {
@@ -3179,7 +3378,7 @@ type SnapshotEnd struct {
 
 func (x *SnapshotEnd) Reset() {
 	*x = SnapshotEnd{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[38]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3191,7 +3390,7 @@ func (x *SnapshotEnd) String() string {
 func (*SnapshotEnd) ProtoMessage() {}
 
 func (x *SnapshotEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[38]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3204,7 +3403,7 @@ func (x *SnapshotEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotEnd.ProtoReflect.Descriptor instead.
 func (*SnapshotEnd) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{38}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SnapshotEnd) GetRecords() uint64 {
@@ -3234,7 +3433,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[39]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3246,7 +3445,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[39]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3259,7 +3458,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{39}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Lease) GetUnit() string {
@@ -3306,13 +3505,17 @@ type RelationRecord struct {
 	RemoteApp       string                 `protobuf:"bytes,5,opt,name=remote_app,json=remoteApp,proto3" json:"remote_app,omitempty"`
 	RemoteEndpoint  string                 `protobuf:"bytes,6,opt,name=remote_endpoint,json=remoteEndpoint,proto3" json:"remote_endpoint,omitempty"`
 	CreatedUnixNano int64                  `protobuf:"varint,7,opt,name=created_unix_nano,json=createdUnixNano,proto3" json:"created_unix_nano,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	Offered         bool                   `protobuf:"varint,8,opt,name=offered,proto3" json:"offered,omitempty"`
+	// The source and revision of the last remote view applied (SetRemoteView).
+	RemoteSource   string `protobuf:"bytes,9,opt,name=remote_source,json=remoteSource,proto3" json:"remote_source,omitempty"`
+	RemoteRevision uint64 `protobuf:"varint,10,opt,name=remote_revision,json=remoteRevision,proto3" json:"remote_revision,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RelationRecord) Reset() {
 	*x = RelationRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[40]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3324,7 +3527,7 @@ func (x *RelationRecord) String() string {
 func (*RelationRecord) ProtoMessage() {}
 
 func (x *RelationRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[40]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3337,7 +3540,7 @@ func (x *RelationRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelationRecord.ProtoReflect.Descriptor instead.
 func (*RelationRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{40}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RelationRecord) GetId() int64 {
@@ -3389,6 +3592,27 @@ func (x *RelationRecord) GetCreatedUnixNano() int64 {
 	return 0
 }
 
+func (x *RelationRecord) GetOffered() bool {
+	if x != nil {
+		return x.Offered
+	}
+	return false
+}
+
+func (x *RelationRecord) GetRemoteSource() string {
+	if x != nil {
+		return x.RemoteSource
+	}
+	return ""
+}
+
+func (x *RelationRecord) GetRemoteRevision() uint64 {
+	if x != nil {
+		return x.RemoteRevision
+	}
+	return 0
+}
+
 type BagRecord struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RelationId    int64                  `protobuf:"varint,1,opt,name=relation_id,json=relationId,proto3" json:"relation_id,omitempty"`
@@ -3402,7 +3626,7 @@ type BagRecord struct {
 
 func (x *BagRecord) Reset() {
 	*x = BagRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[41]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3414,7 +3638,7 @@ func (x *BagRecord) String() string {
 func (*BagRecord) ProtoMessage() {}
 
 func (x *BagRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[41]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3427,7 +3651,7 @@ func (x *BagRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BagRecord.ProtoReflect.Descriptor instead.
 func (*BagRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{41}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *BagRecord) GetRelationId() int64 {
@@ -3487,7 +3711,7 @@ type UnitRecord struct {
 
 func (x *UnitRecord) Reset() {
 	*x = UnitRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[42]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3499,7 +3723,7 @@ func (x *UnitRecord) String() string {
 func (*UnitRecord) ProtoMessage() {}
 
 func (x *UnitRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[42]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3512,7 +3736,7 @@ func (x *UnitRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnitRecord.ProtoReflect.Descriptor instead.
 func (*UnitRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{42}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *UnitRecord) GetName() string {
@@ -3609,7 +3833,7 @@ type CharmStateRecord struct {
 
 func (x *CharmStateRecord) Reset() {
 	*x = CharmStateRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[43]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3621,7 +3845,7 @@ func (x *CharmStateRecord) String() string {
 func (*CharmStateRecord) ProtoMessage() {}
 
 func (x *CharmStateRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[43]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3634,7 +3858,7 @@ func (x *CharmStateRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CharmStateRecord.ProtoReflect.Descriptor instead.
 func (*CharmStateRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{43}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CharmStateRecord) GetUnit() string {
@@ -3661,7 +3885,7 @@ type CursorRecord struct {
 
 func (x *CursorRecord) Reset() {
 	*x = CursorRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[44]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3673,7 +3897,7 @@ func (x *CursorRecord) String() string {
 func (*CursorRecord) ProtoMessage() {}
 
 func (x *CursorRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[44]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3686,7 +3910,7 @@ func (x *CursorRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CursorRecord.ProtoReflect.Descriptor instead.
 func (*CursorRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{44}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CursorRecord) GetUnit() string {
@@ -3722,7 +3946,7 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\x05Fence\x12\x12\n" +
 	"\x04unit\x18\x01 \x01(\tR\x04unit\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x14\n" +
-	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"\xb2\r\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"\xff\r\n" +
 	"\x02Op\x12D\n" +
 	"\finit_cluster\x18\x01 \x01(\v2\x1f.bagkeeper.store.v1.InitClusterH\x00R\vinitCluster\x12M\n" +
 	"\x0fensure_relation\x18\x02 \x01(\v2\".bagkeeper.store.v1.EnsureRelationH\x00R\x0eensureRelation\x12M\n" +
@@ -3755,8 +3979,27 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"hash_state\x18\x14 \x01(\v2\x1d.bagkeeper.store.v1.HashStateH\x00R\thashState\x12S\n" +
 	"\x11report_divergence\x18\x15 \x01(\v2$.bagkeeper.store.v1.ReportDivergenceH\x00R\x10reportDivergence\x12S\n" +
 	"\x11forget_divergence\x18\x16 \x01(\v2$.bagkeeper.store.v1.ForgetDivergenceH\x00R\x10forgetDivergence\x12P\n" +
-	"\x10start_generation\x18\x17 \x01(\v2#.bagkeeper.store.v1.StartGenerationH\x00R\x0fstartGenerationB\x04\n" +
-	"\x02op\"E\n" +
+	"\x10start_generation\x18\x17 \x01(\v2#.bagkeeper.store.v1.StartGenerationH\x00R\x0fstartGeneration\x12K\n" +
+	"\x0fset_remote_view\x18\x18 \x01(\v2!.bagkeeper.store.v1.SetRemoteViewH\x00R\rsetRemoteViewB\x04\n" +
+	"\x02op\"\xb3\x02\n" +
+	"\rSetRemoteView\x12\x1f\n" +
+	"\vrelation_id\x18\x01 \x01(\x03R\n" +
+	"relationId\x12\x1d\n" +
+	"\n" +
+	"remote_app\x18\x02 \x01(\tR\tremoteApp\x12\x16\n" +
+	"\x06source\x18\x03 \x01(\tR\x06source\x12\x1a\n" +
+	"\brevision\x18\x04 \x01(\x04R\brevision\x12<\n" +
+	"\x03app\x18\x05 \x03(\v2*.bagkeeper.store.v1.SetRemoteView.AppEntryR\x03app\x128\n" +
+	"\x05units\x18\x06 \x03(\v2\".bagkeeper.store.v1.RemoteUnitViewR\x05units\x1a6\n" +
+	"\bAppEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9f\x01\n" +
+	"\x0eRemoteUnitView\x12\x12\n" +
+	"\x04unit\x18\x01 \x01(\tR\x04unit\x12@\n" +
+	"\x04data\x18\x02 \x03(\v2,.bagkeeper.store.v1.RemoteUnitView.DataEntryR\x04data\x1a7\n" +
+	"\tDataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"E\n" +
 	"\x0fStartGeneration\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
@@ -3775,14 +4018,15 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\vInitCluster\x12\x10\n" +
 	"\x03app\x18\x01 \x01(\tR\x03app\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x02 \x01(\tR\tclusterId\"\xa6\x01\n" +
+	"cluster_id\x18\x02 \x01(\tR\tclusterId\"\xc0\x01\n" +
 	"\x0eEnsureRelation\x12\x1a\n" +
 	"\bendpoint\x18\x01 \x01(\tR\bendpoint\x12\x1c\n" +
 	"\tinterface\x18\x02 \x01(\tR\tinterface\x12\x12\n" +
 	"\x04peer\x18\x03 \x01(\bR\x04peer\x12\x1d\n" +
 	"\n" +
 	"remote_app\x18\x04 \x01(\tR\tremoteApp\x12'\n" +
-	"\x0fremote_endpoint\x18\x05 \x01(\tR\x0eremoteEndpoint\"1\n" +
+	"\x0fremote_endpoint\x18\x05 \x01(\tR\x0eremoteEndpoint\x12\x18\n" +
+	"\aoffered\x18\x06 \x01(\bR\aoffered\"1\n" +
 	"\x0eRemoveRelation\x12\x1f\n" +
 	"\vrelation_id\x18\x01 \x01(\x03R\n" +
 	"relationId\"\xcc\x01\n" +
@@ -3869,12 +4113,13 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12\x1b\n" +
 	"\tfailed_op\x18\x03 \x01(\x05R\bfailedOp\x12.\n" +
 	"\x03ops\x18\x04 \x03(\v2\x1c.bagkeeper.store.v1.OpResultR\x03ops\x12\x14\n" +
-	"\x05index\x18\x05 \x01(\x04R\x05index\"Y\n" +
+	"\x05index\x18\x05 \x01(\x04R\x05index\"o\n" +
 	"\bOpResult\x12\x12\n" +
 	"\x04unit\x18\x01 \x01(\tR\x04unit\x12\x1f\n" +
 	"\vrelation_id\x18\x02 \x01(\x03R\n" +
 	"relationId\x12\x18\n" +
-	"\awaiting\x18\x03 \x01(\bR\awaiting\"\x8e\x06\n" +
+	"\awaiting\x18\x03 \x01(\bR\awaiting\x12\x14\n" +
+	"\x05stale\x18\x04 \x01(\bR\x05stale\"\x8e\x06\n" +
 	"\x0eSnapshotRecord\x12<\n" +
 	"\x06header\x18\x01 \x01(\v2\".bagkeeper.store.v1.SnapshotHeaderH\x00R\x06header\x12@\n" +
 	"\brelation\x18\x02 \x01(\v2\".bagkeeper.store.v1.RelationRecordH\x00R\brelation\x121\n" +
@@ -3955,7 +4200,7 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12,\n" +
 	"\x12acquired_unix_nano\x18\x03 \x01(\x03R\x10acquiredUnixNano\x12*\n" +
 	"\x11expires_unix_nano\x18\x04 \x01(\x03R\x0fexpiresUnixNano\x12\x14\n" +
-	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\"\xe2\x01\n" +
+	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\"\xca\x02\n" +
 	"\x0eRelationRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x1a\n" +
 	"\bendpoint\x18\x02 \x01(\tR\bendpoint\x12\x1c\n" +
@@ -3964,7 +4209,11 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\n" +
 	"remote_app\x18\x05 \x01(\tR\tremoteApp\x12'\n" +
 	"\x0fremote_endpoint\x18\x06 \x01(\tR\x0eremoteEndpoint\x12*\n" +
-	"\x11created_unix_nano\x18\a \x01(\x03R\x0fcreatedUnixNano\"\xfb\x01\n" +
+	"\x11created_unix_nano\x18\a \x01(\x03R\x0fcreatedUnixNano\x12\x18\n" +
+	"\aoffered\x18\b \x01(\bR\aoffered\x12#\n" +
+	"\rremote_source\x18\t \x01(\tR\fremoteSource\x12'\n" +
+	"\x0fremote_revision\x18\n" +
+	" \x01(\x04R\x0eremoteRevision\"\xfb\x01\n" +
 	"\tBagRecord\x12\x1f\n" +
 	"\vrelation_id\x18\x01 \x01(\x03R\n" +
 	"relationId\x12\x14\n" +
@@ -4032,7 +4281,7 @@ func file_raftstore_storepb_store_proto_rawDescGZIP() []byte {
 }
 
 var file_raftstore_storepb_store_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_raftstore_storepb_store_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_raftstore_storepb_store_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_raftstore_storepb_store_proto_goTypes = []any{
 	(ErrorCode)(0),               // 0: bagkeeper.store.v1.ErrorCode
 	(UnitState)(0),               // 1: bagkeeper.store.v1.UnitState
@@ -4040,113 +4289,121 @@ var file_raftstore_storepb_store_proto_goTypes = []any{
 	(*ClientRequest)(nil),        // 3: bagkeeper.store.v1.ClientRequest
 	(*Fence)(nil),                // 4: bagkeeper.store.v1.Fence
 	(*Op)(nil),                   // 5: bagkeeper.store.v1.Op
-	(*StartGeneration)(nil),      // 6: bagkeeper.store.v1.StartGeneration
-	(*HashState)(nil),            // 7: bagkeeper.store.v1.HashState
-	(*ReportDivergence)(nil),     // 8: bagkeeper.store.v1.ReportDivergence
-	(*ForgetDivergence)(nil),     // 9: bagkeeper.store.v1.ForgetDivergence
-	(*ForgetClaimant)(nil),       // 10: bagkeeper.store.v1.ForgetClaimant
-	(*InitCluster)(nil),          // 11: bagkeeper.store.v1.InitCluster
-	(*EnsureRelation)(nil),       // 12: bagkeeper.store.v1.EnsureRelation
-	(*RemoveRelation)(nil),       // 13: bagkeeper.store.v1.RemoveRelation
-	(*UpdateBag)(nil),            // 14: bagkeeper.store.v1.UpdateBag
-	(*CheckBag)(nil),             // 15: bagkeeper.store.v1.CheckBag
-	(*ClaimUnit)(nil),            // 16: bagkeeper.store.v1.ClaimUnit
-	(*ReleaseUnit)(nil),          // 17: bagkeeper.store.v1.ReleaseUnit
-	(*RemoveUnit)(nil),           // 18: bagkeeper.store.v1.RemoveUnit
-	(*UpdateCharmState)(nil),     // 19: bagkeeper.store.v1.UpdateCharmState
-	(*UpdateLeaderSettings)(nil), // 20: bagkeeper.store.v1.UpdateLeaderSettings
-	(*ClaimLease)(nil),           // 21: bagkeeper.store.v1.ClaimLease
-	(*CheckLease)(nil),           // 22: bagkeeper.store.v1.CheckLease
-	(*SetCursor)(nil),            // 23: bagkeeper.store.v1.SetCursor
-	(*SetStatus)(nil),            // 24: bagkeeper.store.v1.SetStatus
-	(*SetHookError)(nil),         // 25: bagkeeper.store.v1.SetHookError
-	(*SetWorkloadVersion)(nil),   // 26: bagkeeper.store.v1.SetWorkloadVersion
-	(*Port)(nil),                 // 27: bagkeeper.store.v1.Port
-	(*UpdatePorts)(nil),          // 28: bagkeeper.store.v1.UpdatePorts
-	(*ReleaseLease)(nil),         // 29: bagkeeper.store.v1.ReleaseLease
-	(*Result)(nil),               // 30: bagkeeper.store.v1.Result
-	(*OpResult)(nil),             // 31: bagkeeper.store.v1.OpResult
-	(*SnapshotRecord)(nil),       // 32: bagkeeper.store.v1.SnapshotRecord
-	(*DivergenceRecord)(nil),     // 33: bagkeeper.store.v1.DivergenceRecord
-	(*SessionRecord)(nil),        // 34: bagkeeper.store.v1.SessionRecord
-	(*SessionResult)(nil),        // 35: bagkeeper.store.v1.SessionResult
-	(*ClaimantRecord)(nil),       // 36: bagkeeper.store.v1.ClaimantRecord
-	(*StatusRecord)(nil),         // 37: bagkeeper.store.v1.StatusRecord
-	(*UnitExtraRecord)(nil),      // 38: bagkeeper.store.v1.UnitExtraRecord
-	(*SnapshotHeader)(nil),       // 39: bagkeeper.store.v1.SnapshotHeader
-	(*SnapshotEnd)(nil),          // 40: bagkeeper.store.v1.SnapshotEnd
-	(*Lease)(nil),                // 41: bagkeeper.store.v1.Lease
-	(*RelationRecord)(nil),       // 42: bagkeeper.store.v1.RelationRecord
-	(*BagRecord)(nil),            // 43: bagkeeper.store.v1.BagRecord
-	(*UnitRecord)(nil),           // 44: bagkeeper.store.v1.UnitRecord
-	(*CharmStateRecord)(nil),     // 45: bagkeeper.store.v1.CharmStateRecord
-	(*CursorRecord)(nil),         // 46: bagkeeper.store.v1.CursorRecord
-	nil,                          // 47: bagkeeper.store.v1.UpdateBag.SetEntry
-	nil,                          // 48: bagkeeper.store.v1.UpdateCharmState.SetEntry
-	nil,                          // 49: bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
-	nil,                          // 50: bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
-	nil,                          // 51: bagkeeper.store.v1.BagRecord.DataEntry
-	nil,                          // 52: bagkeeper.store.v1.CharmStateRecord.DataEntry
+	(*SetRemoteView)(nil),        // 6: bagkeeper.store.v1.SetRemoteView
+	(*RemoteUnitView)(nil),       // 7: bagkeeper.store.v1.RemoteUnitView
+	(*StartGeneration)(nil),      // 8: bagkeeper.store.v1.StartGeneration
+	(*HashState)(nil),            // 9: bagkeeper.store.v1.HashState
+	(*ReportDivergence)(nil),     // 10: bagkeeper.store.v1.ReportDivergence
+	(*ForgetDivergence)(nil),     // 11: bagkeeper.store.v1.ForgetDivergence
+	(*ForgetClaimant)(nil),       // 12: bagkeeper.store.v1.ForgetClaimant
+	(*InitCluster)(nil),          // 13: bagkeeper.store.v1.InitCluster
+	(*EnsureRelation)(nil),       // 14: bagkeeper.store.v1.EnsureRelation
+	(*RemoveRelation)(nil),       // 15: bagkeeper.store.v1.RemoveRelation
+	(*UpdateBag)(nil),            // 16: bagkeeper.store.v1.UpdateBag
+	(*CheckBag)(nil),             // 17: bagkeeper.store.v1.CheckBag
+	(*ClaimUnit)(nil),            // 18: bagkeeper.store.v1.ClaimUnit
+	(*ReleaseUnit)(nil),          // 19: bagkeeper.store.v1.ReleaseUnit
+	(*RemoveUnit)(nil),           // 20: bagkeeper.store.v1.RemoveUnit
+	(*UpdateCharmState)(nil),     // 21: bagkeeper.store.v1.UpdateCharmState
+	(*UpdateLeaderSettings)(nil), // 22: bagkeeper.store.v1.UpdateLeaderSettings
+	(*ClaimLease)(nil),           // 23: bagkeeper.store.v1.ClaimLease
+	(*CheckLease)(nil),           // 24: bagkeeper.store.v1.CheckLease
+	(*SetCursor)(nil),            // 25: bagkeeper.store.v1.SetCursor
+	(*SetStatus)(nil),            // 26: bagkeeper.store.v1.SetStatus
+	(*SetHookError)(nil),         // 27: bagkeeper.store.v1.SetHookError
+	(*SetWorkloadVersion)(nil),   // 28: bagkeeper.store.v1.SetWorkloadVersion
+	(*Port)(nil),                 // 29: bagkeeper.store.v1.Port
+	(*UpdatePorts)(nil),          // 30: bagkeeper.store.v1.UpdatePorts
+	(*ReleaseLease)(nil),         // 31: bagkeeper.store.v1.ReleaseLease
+	(*Result)(nil),               // 32: bagkeeper.store.v1.Result
+	(*OpResult)(nil),             // 33: bagkeeper.store.v1.OpResult
+	(*SnapshotRecord)(nil),       // 34: bagkeeper.store.v1.SnapshotRecord
+	(*DivergenceRecord)(nil),     // 35: bagkeeper.store.v1.DivergenceRecord
+	(*SessionRecord)(nil),        // 36: bagkeeper.store.v1.SessionRecord
+	(*SessionResult)(nil),        // 37: bagkeeper.store.v1.SessionResult
+	(*ClaimantRecord)(nil),       // 38: bagkeeper.store.v1.ClaimantRecord
+	(*StatusRecord)(nil),         // 39: bagkeeper.store.v1.StatusRecord
+	(*UnitExtraRecord)(nil),      // 40: bagkeeper.store.v1.UnitExtraRecord
+	(*SnapshotHeader)(nil),       // 41: bagkeeper.store.v1.SnapshotHeader
+	(*SnapshotEnd)(nil),          // 42: bagkeeper.store.v1.SnapshotEnd
+	(*Lease)(nil),                // 43: bagkeeper.store.v1.Lease
+	(*RelationRecord)(nil),       // 44: bagkeeper.store.v1.RelationRecord
+	(*BagRecord)(nil),            // 45: bagkeeper.store.v1.BagRecord
+	(*UnitRecord)(nil),           // 46: bagkeeper.store.v1.UnitRecord
+	(*CharmStateRecord)(nil),     // 47: bagkeeper.store.v1.CharmStateRecord
+	(*CursorRecord)(nil),         // 48: bagkeeper.store.v1.CursorRecord
+	nil,                          // 49: bagkeeper.store.v1.SetRemoteView.AppEntry
+	nil,                          // 50: bagkeeper.store.v1.RemoteUnitView.DataEntry
+	nil,                          // 51: bagkeeper.store.v1.UpdateBag.SetEntry
+	nil,                          // 52: bagkeeper.store.v1.UpdateCharmState.SetEntry
+	nil,                          // 53: bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
+	nil,                          // 54: bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
+	nil,                          // 55: bagkeeper.store.v1.BagRecord.DataEntry
+	nil,                          // 56: bagkeeper.store.v1.CharmStateRecord.DataEntry
 }
 var file_raftstore_storepb_store_proto_depIdxs = []int32{
 	5,  // 0: bagkeeper.store.v1.Command.ops:type_name -> bagkeeper.store.v1.Op
 	3,  // 1: bagkeeper.store.v1.Command.client:type_name -> bagkeeper.store.v1.ClientRequest
 	4,  // 2: bagkeeper.store.v1.Command.fence:type_name -> bagkeeper.store.v1.Fence
-	11, // 3: bagkeeper.store.v1.Op.init_cluster:type_name -> bagkeeper.store.v1.InitCluster
-	12, // 4: bagkeeper.store.v1.Op.ensure_relation:type_name -> bagkeeper.store.v1.EnsureRelation
-	13, // 5: bagkeeper.store.v1.Op.remove_relation:type_name -> bagkeeper.store.v1.RemoveRelation
-	14, // 6: bagkeeper.store.v1.Op.update_bag:type_name -> bagkeeper.store.v1.UpdateBag
-	16, // 7: bagkeeper.store.v1.Op.claim_unit:type_name -> bagkeeper.store.v1.ClaimUnit
-	17, // 8: bagkeeper.store.v1.Op.release_unit:type_name -> bagkeeper.store.v1.ReleaseUnit
-	18, // 9: bagkeeper.store.v1.Op.remove_unit:type_name -> bagkeeper.store.v1.RemoveUnit
-	19, // 10: bagkeeper.store.v1.Op.update_charm_state:type_name -> bagkeeper.store.v1.UpdateCharmState
-	20, // 11: bagkeeper.store.v1.Op.update_leader_settings:type_name -> bagkeeper.store.v1.UpdateLeaderSettings
-	21, // 12: bagkeeper.store.v1.Op.claim_lease:type_name -> bagkeeper.store.v1.ClaimLease
-	22, // 13: bagkeeper.store.v1.Op.check_lease:type_name -> bagkeeper.store.v1.CheckLease
-	23, // 14: bagkeeper.store.v1.Op.set_cursor:type_name -> bagkeeper.store.v1.SetCursor
-	15, // 15: bagkeeper.store.v1.Op.check_bag:type_name -> bagkeeper.store.v1.CheckBag
-	24, // 16: bagkeeper.store.v1.Op.set_status:type_name -> bagkeeper.store.v1.SetStatus
-	25, // 17: bagkeeper.store.v1.Op.set_hook_error:type_name -> bagkeeper.store.v1.SetHookError
-	26, // 18: bagkeeper.store.v1.Op.set_workload_version:type_name -> bagkeeper.store.v1.SetWorkloadVersion
-	28, // 19: bagkeeper.store.v1.Op.update_ports:type_name -> bagkeeper.store.v1.UpdatePorts
-	29, // 20: bagkeeper.store.v1.Op.release_lease:type_name -> bagkeeper.store.v1.ReleaseLease
-	10, // 21: bagkeeper.store.v1.Op.forget_claimant:type_name -> bagkeeper.store.v1.ForgetClaimant
-	7,  // 22: bagkeeper.store.v1.Op.hash_state:type_name -> bagkeeper.store.v1.HashState
-	8,  // 23: bagkeeper.store.v1.Op.report_divergence:type_name -> bagkeeper.store.v1.ReportDivergence
-	9,  // 24: bagkeeper.store.v1.Op.forget_divergence:type_name -> bagkeeper.store.v1.ForgetDivergence
-	6,  // 25: bagkeeper.store.v1.Op.start_generation:type_name -> bagkeeper.store.v1.StartGeneration
-	47, // 26: bagkeeper.store.v1.UpdateBag.set:type_name -> bagkeeper.store.v1.UpdateBag.SetEntry
-	48, // 27: bagkeeper.store.v1.UpdateCharmState.set:type_name -> bagkeeper.store.v1.UpdateCharmState.SetEntry
-	49, // 28: bagkeeper.store.v1.UpdateLeaderSettings.set:type_name -> bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
-	27, // 29: bagkeeper.store.v1.UpdatePorts.open:type_name -> bagkeeper.store.v1.Port
-	27, // 30: bagkeeper.store.v1.UpdatePorts.close:type_name -> bagkeeper.store.v1.Port
-	0,  // 31: bagkeeper.store.v1.Result.error_code:type_name -> bagkeeper.store.v1.ErrorCode
-	31, // 32: bagkeeper.store.v1.Result.ops:type_name -> bagkeeper.store.v1.OpResult
-	39, // 33: bagkeeper.store.v1.SnapshotRecord.header:type_name -> bagkeeper.store.v1.SnapshotHeader
-	42, // 34: bagkeeper.store.v1.SnapshotRecord.relation:type_name -> bagkeeper.store.v1.RelationRecord
-	43, // 35: bagkeeper.store.v1.SnapshotRecord.bag:type_name -> bagkeeper.store.v1.BagRecord
-	44, // 36: bagkeeper.store.v1.SnapshotRecord.unit:type_name -> bagkeeper.store.v1.UnitRecord
-	45, // 37: bagkeeper.store.v1.SnapshotRecord.charm_state:type_name -> bagkeeper.store.v1.CharmStateRecord
-	46, // 38: bagkeeper.store.v1.SnapshotRecord.cursor:type_name -> bagkeeper.store.v1.CursorRecord
-	40, // 39: bagkeeper.store.v1.SnapshotRecord.end:type_name -> bagkeeper.store.v1.SnapshotEnd
-	37, // 40: bagkeeper.store.v1.SnapshotRecord.status:type_name -> bagkeeper.store.v1.StatusRecord
-	38, // 41: bagkeeper.store.v1.SnapshotRecord.unit_extra:type_name -> bagkeeper.store.v1.UnitExtraRecord
-	34, // 42: bagkeeper.store.v1.SnapshotRecord.session:type_name -> bagkeeper.store.v1.SessionRecord
-	36, // 43: bagkeeper.store.v1.SnapshotRecord.claimant:type_name -> bagkeeper.store.v1.ClaimantRecord
-	33, // 44: bagkeeper.store.v1.SnapshotRecord.divergence:type_name -> bagkeeper.store.v1.DivergenceRecord
-	35, // 45: bagkeeper.store.v1.SessionRecord.results:type_name -> bagkeeper.store.v1.SessionResult
-	30, // 46: bagkeeper.store.v1.SessionResult.result:type_name -> bagkeeper.store.v1.Result
-	27, // 47: bagkeeper.store.v1.UnitExtraRecord.ports:type_name -> bagkeeper.store.v1.Port
-	50, // 48: bagkeeper.store.v1.SnapshotHeader.leader_settings:type_name -> bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
-	41, // 49: bagkeeper.store.v1.SnapshotHeader.lease:type_name -> bagkeeper.store.v1.Lease
-	51, // 50: bagkeeper.store.v1.BagRecord.data:type_name -> bagkeeper.store.v1.BagRecord.DataEntry
-	1,  // 51: bagkeeper.store.v1.UnitRecord.state:type_name -> bagkeeper.store.v1.UnitState
-	52, // 52: bagkeeper.store.v1.CharmStateRecord.data:type_name -> bagkeeper.store.v1.CharmStateRecord.DataEntry
-	53, // [53:53] is the sub-list for method output_type
-	53, // [53:53] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	13, // 3: bagkeeper.store.v1.Op.init_cluster:type_name -> bagkeeper.store.v1.InitCluster
+	14, // 4: bagkeeper.store.v1.Op.ensure_relation:type_name -> bagkeeper.store.v1.EnsureRelation
+	15, // 5: bagkeeper.store.v1.Op.remove_relation:type_name -> bagkeeper.store.v1.RemoveRelation
+	16, // 6: bagkeeper.store.v1.Op.update_bag:type_name -> bagkeeper.store.v1.UpdateBag
+	18, // 7: bagkeeper.store.v1.Op.claim_unit:type_name -> bagkeeper.store.v1.ClaimUnit
+	19, // 8: bagkeeper.store.v1.Op.release_unit:type_name -> bagkeeper.store.v1.ReleaseUnit
+	20, // 9: bagkeeper.store.v1.Op.remove_unit:type_name -> bagkeeper.store.v1.RemoveUnit
+	21, // 10: bagkeeper.store.v1.Op.update_charm_state:type_name -> bagkeeper.store.v1.UpdateCharmState
+	22, // 11: bagkeeper.store.v1.Op.update_leader_settings:type_name -> bagkeeper.store.v1.UpdateLeaderSettings
+	23, // 12: bagkeeper.store.v1.Op.claim_lease:type_name -> bagkeeper.store.v1.ClaimLease
+	24, // 13: bagkeeper.store.v1.Op.check_lease:type_name -> bagkeeper.store.v1.CheckLease
+	25, // 14: bagkeeper.store.v1.Op.set_cursor:type_name -> bagkeeper.store.v1.SetCursor
+	17, // 15: bagkeeper.store.v1.Op.check_bag:type_name -> bagkeeper.store.v1.CheckBag
+	26, // 16: bagkeeper.store.v1.Op.set_status:type_name -> bagkeeper.store.v1.SetStatus
+	27, // 17: bagkeeper.store.v1.Op.set_hook_error:type_name -> bagkeeper.store.v1.SetHookError
+	28, // 18: bagkeeper.store.v1.Op.set_workload_version:type_name -> bagkeeper.store.v1.SetWorkloadVersion
+	30, // 19: bagkeeper.store.v1.Op.update_ports:type_name -> bagkeeper.store.v1.UpdatePorts
+	31, // 20: bagkeeper.store.v1.Op.release_lease:type_name -> bagkeeper.store.v1.ReleaseLease
+	12, // 21: bagkeeper.store.v1.Op.forget_claimant:type_name -> bagkeeper.store.v1.ForgetClaimant
+	9,  // 22: bagkeeper.store.v1.Op.hash_state:type_name -> bagkeeper.store.v1.HashState
+	10, // 23: bagkeeper.store.v1.Op.report_divergence:type_name -> bagkeeper.store.v1.ReportDivergence
+	11, // 24: bagkeeper.store.v1.Op.forget_divergence:type_name -> bagkeeper.store.v1.ForgetDivergence
+	8,  // 25: bagkeeper.store.v1.Op.start_generation:type_name -> bagkeeper.store.v1.StartGeneration
+	6,  // 26: bagkeeper.store.v1.Op.set_remote_view:type_name -> bagkeeper.store.v1.SetRemoteView
+	49, // 27: bagkeeper.store.v1.SetRemoteView.app:type_name -> bagkeeper.store.v1.SetRemoteView.AppEntry
+	7,  // 28: bagkeeper.store.v1.SetRemoteView.units:type_name -> bagkeeper.store.v1.RemoteUnitView
+	50, // 29: bagkeeper.store.v1.RemoteUnitView.data:type_name -> bagkeeper.store.v1.RemoteUnitView.DataEntry
+	51, // 30: bagkeeper.store.v1.UpdateBag.set:type_name -> bagkeeper.store.v1.UpdateBag.SetEntry
+	52, // 31: bagkeeper.store.v1.UpdateCharmState.set:type_name -> bagkeeper.store.v1.UpdateCharmState.SetEntry
+	53, // 32: bagkeeper.store.v1.UpdateLeaderSettings.set:type_name -> bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
+	29, // 33: bagkeeper.store.v1.UpdatePorts.open:type_name -> bagkeeper.store.v1.Port
+	29, // 34: bagkeeper.store.v1.UpdatePorts.close:type_name -> bagkeeper.store.v1.Port
+	0,  // 35: bagkeeper.store.v1.Result.error_code:type_name -> bagkeeper.store.v1.ErrorCode
+	33, // 36: bagkeeper.store.v1.Result.ops:type_name -> bagkeeper.store.v1.OpResult
+	41, // 37: bagkeeper.store.v1.SnapshotRecord.header:type_name -> bagkeeper.store.v1.SnapshotHeader
+	44, // 38: bagkeeper.store.v1.SnapshotRecord.relation:type_name -> bagkeeper.store.v1.RelationRecord
+	45, // 39: bagkeeper.store.v1.SnapshotRecord.bag:type_name -> bagkeeper.store.v1.BagRecord
+	46, // 40: bagkeeper.store.v1.SnapshotRecord.unit:type_name -> bagkeeper.store.v1.UnitRecord
+	47, // 41: bagkeeper.store.v1.SnapshotRecord.charm_state:type_name -> bagkeeper.store.v1.CharmStateRecord
+	48, // 42: bagkeeper.store.v1.SnapshotRecord.cursor:type_name -> bagkeeper.store.v1.CursorRecord
+	42, // 43: bagkeeper.store.v1.SnapshotRecord.end:type_name -> bagkeeper.store.v1.SnapshotEnd
+	39, // 44: bagkeeper.store.v1.SnapshotRecord.status:type_name -> bagkeeper.store.v1.StatusRecord
+	40, // 45: bagkeeper.store.v1.SnapshotRecord.unit_extra:type_name -> bagkeeper.store.v1.UnitExtraRecord
+	36, // 46: bagkeeper.store.v1.SnapshotRecord.session:type_name -> bagkeeper.store.v1.SessionRecord
+	38, // 47: bagkeeper.store.v1.SnapshotRecord.claimant:type_name -> bagkeeper.store.v1.ClaimantRecord
+	35, // 48: bagkeeper.store.v1.SnapshotRecord.divergence:type_name -> bagkeeper.store.v1.DivergenceRecord
+	37, // 49: bagkeeper.store.v1.SessionRecord.results:type_name -> bagkeeper.store.v1.SessionResult
+	32, // 50: bagkeeper.store.v1.SessionResult.result:type_name -> bagkeeper.store.v1.Result
+	29, // 51: bagkeeper.store.v1.UnitExtraRecord.ports:type_name -> bagkeeper.store.v1.Port
+	54, // 52: bagkeeper.store.v1.SnapshotHeader.leader_settings:type_name -> bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
+	43, // 53: bagkeeper.store.v1.SnapshotHeader.lease:type_name -> bagkeeper.store.v1.Lease
+	55, // 54: bagkeeper.store.v1.BagRecord.data:type_name -> bagkeeper.store.v1.BagRecord.DataEntry
+	1,  // 55: bagkeeper.store.v1.UnitRecord.state:type_name -> bagkeeper.store.v1.UnitState
+	56, // 56: bagkeeper.store.v1.CharmStateRecord.data:type_name -> bagkeeper.store.v1.CharmStateRecord.DataEntry
+	57, // [57:57] is the sub-list for method output_type
+	57, // [57:57] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_raftstore_storepb_store_proto_init() }
@@ -4178,8 +4435,9 @@ func file_raftstore_storepb_store_proto_init() {
 		(*Op_ReportDivergence)(nil),
 		(*Op_ForgetDivergence)(nil),
 		(*Op_StartGeneration)(nil),
+		(*Op_SetRemoteView)(nil),
 	}
-	file_raftstore_storepb_store_proto_msgTypes[30].OneofWrappers = []any{
+	file_raftstore_storepb_store_proto_msgTypes[32].OneofWrappers = []any{
 		(*SnapshotRecord_Header)(nil),
 		(*SnapshotRecord_Relation)(nil),
 		(*SnapshotRecord_Bag)(nil),
@@ -4199,7 +4457,7 @@ func file_raftstore_storepb_store_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftstore_storepb_store_proto_rawDesc), len(file_raftstore_storepb_store_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   51,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
