@@ -8,7 +8,7 @@ PROTOC_GEN_GO_GRPC_VERSION := v1.6.2
 STATICCHECK_VERSION        := v0.7.0
 TOOLS     := $(CURDIR)/$(BIN)/tools
 
-PROTOS := raftstore/storepb/store.proto raftstore/peerpb/peer.proto sidecar/adminpb/admin.proto agent/toolpb/tools.proto
+PROTOS := raftstore/storepb/store.proto raftstore/peerpb/peer.proto sidecar/adminpb/admin.proto agent/toolpb/tools.proto sidecar/link/linkpb/link.proto
 
 .PHONY: all build test lint vet generate check-generated demo bench soak soak-linearizable soak-memory fuzz clean
 all: build
