@@ -499,7 +499,7 @@ func (a *Agent) runHook(ctx, commitCtx context.Context, h Hook, st *state.State)
 	if res.ExitCode != 0 {
 		return fmt.Errorf("hook %s exited with status %d", h.FullName(), res.ExitCode)
 	}
-	ops := hc.ops()
+	ops := a.dropGoneRelations(hc.ops(), h)
 	// The cursor moves only from where the hook was decided: a hook decided
 	// on a stale state (another agent of this unit got ahead) never commits.
 	ops = append(ops, state.AdvanceCursorOp(a.unit(), st.Cursor(a.unit()), h.Next.Encode()))
@@ -518,6 +518,24 @@ func (a *Agent) runHook(ctx, commitCtx context.Context, h Hook, st *state.State)
 	a.logger().Info("hook committed", "hook", h.FullName(), "writes", len(ops)-1,
 		"run_ms", float64(ran.Sub(start).Microseconds())/1000, "commit_ms", float64(a.now().Sub(ran).Microseconds())/1000)
 	return nil
+}
+
+// dropGoneRelations leaves out writes to relations that no longer exist:
+// a hook of a removed relation (departed, broken) may still write to it,
+// as in Juju, but what it writes goes with the relation.
+func (a *Agent) dropGoneRelations(ops []*storepb.Op, h Hook) []*storepb.Op {
+	st := a.node.State()
+	out := ops[:0]
+	for _, op := range ops {
+		if ub := op.GetUpdateBag(); ub != nil {
+			if _, ok := st.Relation(ub.GetRelationId()); !ok {
+				a.logger().Info("writes to a removed relation dropped", "hook", h.FullName(), "relation", ub.GetRelationId(), "owner", ub.GetOwner())
+				continue
+			}
+		}
+		out = append(out, op)
+	}
+	return out
 }
 
 func (a *Agent) setHookError(h Hook, err error) {

@@ -648,3 +648,48 @@ func TestAPodThatMovesToAnotherUnitStartsThatUnitsLife(t *testing.T) {
 }
 
 func memberOf(a *testAgent) string { return a.cfg.Member }
+
+// TestHookOfARemovedRelationMayStillWriteToIt: relation-departed and
+// relation-broken of a relation between applications that was removed may
+// write to it, as in Juju; the writes go with the relation, and the hooks
+// commit once each instead of failing on a relation that is gone.
+func TestHookOfARemovedRelationMayStillWriteToIt(t *testing.T) {
+	s := newMemStore(t)
+	twoUnits(s)
+	rel := s.Must(state.EnsureRelationOp("db", "pgsql", false, "pg", "db")).GetOps()[0].GetRelationId()
+	s.Must(state.SetRemoteViewOp(rel, "pg", "cluster-pg", 5, map[string]string{"password": "pw"}, map[string]map[string]string{"pg/0": {"host": "h"}}))
+	dir := charm(t, `
+case $JUJU_HOOK_NAME in
+db-relation-departed|db-relation-broken)
+	relation-set -r "$JUJU_RELATION_ID" "gone=yes" 2>>"$JUJU_CHARM_DIR/errors" || echo "$JUJU_HOOK_NAME: relation-set failed" >>"$JUJU_CHARM_DIR/errors"
+	;;
+esac`)
+	a := startAgent(t, s, dir)
+	count := func(hook string) int { return strings.Count(strings.Join(a.hooks(), "\n"), hook) }
+	waitFor(t, "the relation to be joined", func() error {
+		if count("db-relation-changed pg/0") == 0 {
+			return fmt.Errorf("hooks so far: %v", a.hooks())
+		}
+		return nil
+	})
+	s.Must(state.RemoveRelationOp(rel))
+	waitFor(t, "relation-broken", func() error {
+		if count("db-relation-broken") == 0 {
+			return fmt.Errorf("hooks so far: %v", a.hooks())
+		}
+		cur, err := DecodeCursor(s.State().Cursor("app/0"))
+		if err != nil {
+			return err
+		}
+		if _, ok := cur.Relations[rel]; ok {
+			return errors.New("the cursor still holds the relation")
+		}
+		return nil
+	})
+	if d, b := count("db-relation-departed pg/0"), count("db-relation-broken"); d != 1 || b != 1 {
+		t.Errorf("departed ran %d times and broken %d times, want once each: %v", d, b, a.hooks())
+	}
+	if e := s.State().UnitExtra("app/0"); e.HookError != "" {
+		t.Errorf("hook error %+v", e)
+	}
+}
