@@ -94,6 +94,14 @@ type Config struct {
 	// Raft and membership tuning, passed to raftstore.
 	Raft raftstore.Config
 
+	// RelationsFile declares this application's offers and the offers of
+	// other applications it consumes (see package relconf); it is watched.
+	// Empty: no relations between applications.
+	RelationsFile string
+	// RelationsBind is the listen address of the relations port, where
+	// other applications reach this application's offers ("" serves none).
+	RelationsBind string
+
 	// Agent configures the unit agent; nil runs the sidecar without one
 	// (a store for relation data, driven by its admin API).
 	Agent *AgentSettings
@@ -236,6 +244,8 @@ type Sidecar struct {
 	adminLn  *unixsock.Listener
 	metrics  *metrics
 	agent    *unitAgent
+	// relations is nil without a relations file.
+	relations *relations
 
 	wg sync.WaitGroup
 }
@@ -298,6 +308,11 @@ func Start(cfg Config) (*Sidecar, error) {
 			return nil, err
 		}
 	}
+	if cfg.RelationsFile != "" {
+		if err := s.startRelations(); err != nil {
+			return nil, err
+		}
+	}
 	ok = true
 	return s, nil
 }
@@ -321,6 +336,9 @@ func (s *Sidecar) Serve(ctx context.Context) error {
 	go func() { defer s.wg.Done(); s.reapLoop(loops) }()
 	if s.agent != nil {
 		s.runAgent(&s.wg)
+	}
+	if s.relations != nil {
+		s.runRelations(loops, &s.wg)
 	}
 	var fatal error
 	select {
@@ -423,6 +441,9 @@ func (s *Sidecar) shutdown(graceful bool) error {
 func (s *Sidecar) closeServers() {
 	if s.agent != nil && s.agent.cancel == nil {
 		s.agent.close()
+	}
+	if s.relations != nil {
+		s.relations.close()
 	}
 	if s.adminSrv != nil {
 		s.adminSrv.Stop()

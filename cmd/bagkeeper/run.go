@@ -57,6 +57,7 @@ type runFlags struct {
 	logLevel, logFormat                                               string
 
 	charmDir, charmConfig, agentSocket, toolsDir, hookTool, hookRunner string
+	relationsFile, relationsBind                                       string
 	hookUIDs                                                           listFlag
 	podUID, podIP, modelName, modelUUID, zone, jujuVersion             string
 	updateStatus, hookRetry                                            time.Duration
@@ -109,6 +110,8 @@ func newRunFlags(e *env) *runFlags {
 	fs.DurationVar(&f.joinInterval, "join-interval", time.Second, "pause between bootstrap and join attempts")
 	fs.StringVar(&f.charmDir, "charm-dir", "", "the charm's `dir`ectory (metadata.yaml, config.yaml, hooks); runs the unit agent")
 	fs.StringVar(&f.charmConfig, "charm-config", "", "YAML `file` of charm config settings, watched: a change fires config-changed")
+	fs.StringVar(&f.relationsFile, "relations-file", "", "YAML `file` declaring this application's offers and the offers it consumes (relations\nbetween applications; see docs/relations.md), watched; needs --charm-dir")
+	fs.StringVar(&f.relationsBind, "relations-bind", "0.0.0.0:7402", "listen `address` of the relations port, where other applications reach this one's offers\n(with --relations-file; empty serves no offers)")
 	fs.StringVar(&f.agentSocket, "agent-socket", "", "Unix socket `path` of the hook tools (default <data-dir>/agent.sock)")
 	fs.StringVar(&f.toolsDir, "tools-dir", "", "`dir`ectory for the hook tool symlinks, put first on hooks' PATH (default <data-dir>/tools)")
 	fs.StringVar(&f.hookTool, "hook-tool", "", "`path` of the hook tool binary the symlinks point at (default: jujuc next to bagkeeper)")
@@ -132,7 +135,7 @@ func newRunFlags(e *env) *runFlags {
 // sidecar was started from.
 func (f *runFlags) absPaths() error {
 	for _, p := range []*string{&f.dataDir, &f.adminSocket, &f.peersFile, &f.joinTokenFile, &f.tlsCert, &f.tlsKey, &f.tlsCA,
-		&f.charmDir, &f.charmConfig, &f.agentSocket, &f.toolsDir, &f.hookTool} {
+		&f.charmDir, &f.charmConfig, &f.relationsFile, &f.agentSocket, &f.toolsDir, &f.hookTool} {
 		if *p == "" {
 			continue
 		}
@@ -244,6 +247,11 @@ func (f *runFlags) sidecarConfig(logger *slog.Logger) (sidecar.Config, error) {
 		c.Agent = as
 	} else if f.charmConfig != "" {
 		return c, usageErrorf("--charm-config needs --charm-dir")
+	} else if f.relationsFile != "" {
+		return c, usageErrorf("--relations-file needs --charm-dir: relations are checked against the charm's metadata.yaml")
+	}
+	if f.relationsFile != "" {
+		c.RelationsFile, c.RelationsBind = f.relationsFile, f.relationsBind
 	}
 	if f.voters < 1 || f.voters > 7 || f.voters%2 == 0 {
 		return c, usageErrorf("--voters must be odd and between 1 and 7, got %d", f.voters)

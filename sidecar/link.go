@@ -1,0 +1,124 @@
+package sidecar
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/bagkeeper/bagkeeper/agent"
+	"github.com/bagkeeper/bagkeeper/sidecar/filewatch"
+	"github.com/bagkeeper/bagkeeper/sidecar/link"
+	"github.com/bagkeeper/bagkeeper/sidecar/link/linkpb"
+	"github.com/bagkeeper/bagkeeper/sidecar/relconf"
+)
+
+// relations is the sidecar's part in relations between applications: the
+// relations file (watched), the relations port serving this application's
+// offers, and the leader's consumer streams.
+type relations struct {
+	charm   *agent.Charm
+	path    string
+	watcher *filewatch.Watcher
+	cfg     atomic.Pointer[relconf.Config]
+	// loadErr is why the file in force is not the file on disk ("" when
+	// it is).
+	loadErr atomic.Value
+
+	ln  net.Listener
+	srv *grpc.Server
+	mgr *link.Manager
+}
+
+// startRelations reads the relations file and opens the relations port.
+// Streams start in runRelations.
+func (s *Sidecar) startRelations() error {
+	if s.cfg.Agent == nil {
+		return fmt.Errorf("--relations-file needs --charm-dir: relations are checked against the charm's metadata.yaml")
+	}
+	charm, err := agent.LoadCharm(s.cfg.Agent.CharmDir)
+	if err != nil {
+		return err
+	}
+	rs := &relations{charm: charm, path: s.cfg.RelationsFile}
+	rs.loadErr.Store("")
+	cfg, err := relconf.Load(rs.path, s.cfg.App, charm, false)
+	if err != nil {
+		return fmt.Errorf("--relations-file: %w", err)
+	}
+	rs.cfg.Store(cfg)
+	rs.watcher, err = filewatch.New(rs.path, s.log)
+	if err != nil {
+		return fmt.Errorf("--relations-file: %w", err)
+	}
+	if s.cfg.RelationsBind != "" {
+		rs.ln, err = net.Listen("tcp", s.cfg.RelationsBind)
+		if err != nil {
+			rs.watcher.Close()
+			return fmt.Errorf("relations port: %w", err)
+		}
+		rs.srv = grpc.NewServer()
+		linkpb.RegisterRelationsServer(rs.srv, link.NewServer(link.ServerConfig{
+			Store: s.node, App: s.cfg.App, Config: rs.cfg.Load, Logger: s.log.With("component", "relations"),
+		}))
+		go func() { _ = rs.srv.Serve(rs.ln) }()
+	}
+	rs.mgr = link.NewManager(link.ManagerConfig{
+		Store: s.node, App: s.cfg.App, Config: rs.cfg.Load, IsLeader: s.node.IsLeader,
+		Dial: func(addr string) (*grpc.ClientConn, error) {
+			return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		},
+		Logger: s.log.With("component", "relations"),
+	})
+	s.relations = rs
+	return nil
+}
+
+// runRelations reloads the relations file when it changes and runs the
+// leader's streams until ctx ends.
+func (s *Sidecar) runRelations(ctx context.Context, wg *sync.WaitGroup) {
+	rs := s.relations
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		rs.mgr.Run(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-rs.watcher.Changes():
+			}
+			cfg, err := relconf.Load(rs.path, s.cfg.App, rs.charm, false)
+			if err != nil {
+				// Nothing changes on a bad file: the relations in force
+				// stay, and the error is shown until the file is fixed.
+				rs.loadErr.Store(err.Error())
+				s.log.Error("relations file not loaded; the previous one stays in force", "file", rs.path, "err", err)
+				continue
+			}
+			rs.loadErr.Store("")
+			rs.cfg.Store(cfg)
+			s.log.Info("relations file loaded", "file", rs.path, "offers", len(cfg.Offers), "relations", len(cfg.Relations))
+			rs.mgr.Reload()
+		}
+	}()
+}
+
+func (rs *relations) close() {
+	if rs.srv != nil {
+		rs.srv.Stop()
+	}
+	if rs.ln != nil {
+		rs.ln.Close()
+	}
+	if rs.watcher != nil {
+		rs.watcher.Close()
+	}
+}
