@@ -457,23 +457,36 @@ type charmCluster struct {
 	rel        int64             // the peer relation
 	charms     map[string]string // pod name → its charm directory
 	gen        int
+	// src is the charm every pod gets a copy of.
+	src string
+	// podFlags, when set, gives each pod flags of its own (after the
+	// charm's), e.g. its relations port.
+	podFlags func(p *pod) []string
 }
 
 func newCharmCluster(t *testing.T) *charmCluster {
+	t.Helper()
+	return newAppCluster(t, "web", "testdata/charm")
+}
+
+// newAppCluster prepares a cluster of application app running the charm in
+// directory src, with flags given to every pod after the charm's.
+func newAppCluster(t *testing.T, app, src string, flags ...string) *charmCluster {
 	t.Helper()
 	cfgDir := filepath.Join(t.TempDir(), "charm-config")
 	if err := os.MkdirAll(cfgDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	cfgFile := filepath.Join(cfgDir, "config.yaml")
-	c := newCluster(t,
+	c := newCluster(t, append([]string{
 		"--charm-config", cfgFile,
 		"--hook-tool", jujucBin,
 		"--hook-retry-delay", "200ms",
 		"--update-status-interval", "1h",
 		"--model-name", "e2e",
-	)
-	return &charmCluster{cluster: c, configFile: cfgFile, charms: map[string]string{}}
+	}, flags...)...)
+	c.app = app
+	return &charmCluster{cluster: c, configFile: cfgFile, charms: map[string]string{}, src: src}
 }
 
 // freshPod gives the pod a new copy of the charm and a new pod UID: what a
@@ -482,7 +495,7 @@ func (cc *charmCluster) freshPod(p *pod) {
 	cc.t.Helper()
 	cc.gen++
 	dir := filepath.Join(cc.dir, "pods", fmt.Sprintf("%s.%d", p.name, cc.gen), "charm")
-	if err := copyDir("testdata/charm", dir); err != nil {
+	if err := copyDir(cc.src, dir); err != nil {
 		cc.t.Fatal(err)
 	}
 	cc.charms[p.name] = dir
@@ -491,6 +504,9 @@ func (cc *charmCluster) freshPod(p *pod) {
 		"--charm-dir", dir,
 		"--pod-uid", randHex(8),
 		"--agent-socket", filepath.Join(cc.sockDir, p.name+".agent.sock"),
+	}
+	if cc.podFlags != nil {
+		p.extra = append(p.extra, cc.podFlags(p)...)
 	}
 }
 
@@ -512,7 +528,7 @@ func (cc *charmCluster) startPods(n int) {
 			return false, err.Error()
 		}
 		for _, r := range st.GetRelations() {
-			if r.GetPeer() && strings.HasPrefix(r.GetKey(), "replicas:") {
+			if r.GetPeer() {
 				cc.rel = r.GetId()
 				return true, ""
 			}
