@@ -326,28 +326,29 @@ func TestWrongTokenKeepsTheRelationAndItsData(t *testing.T) {
 	}
 }
 
+func (p *pair) goneOnBoth() {
+	p.t.Helper()
+	p.waitFor("the relation to be gone on both sides", func() (bool, string) {
+		_, pr := bags(p.pg.State(), "db")
+		_, wr := bags(p.web.State(), "database")
+		return pr == nil && wr == nil, fmt.Sprintf("pg %v, web %v", pr, wr)
+	})
+}
+
 func TestRelationRemovedFromEitherSidesFileIsRemovedOnBoth(t *testing.T) {
 	t.Run("consumer", func(t *testing.T) {
 		p := newPair(t)
 		p.start()
 		p.linked()
 		p.webCfg.Store(&relconf.Config{})
-		p.waitFor("the relation to be gone on both sides", func() (bool, string) {
-			_, pr := bags(p.pg.State(), "db")
-			_, wr := bags(p.web.State(), "database")
-			return pr == nil && wr == nil, fmt.Sprintf("pg %v, web %v", pr, wr)
-		})
+		p.goneOnBoth()
 	})
 	t.Run("provider", func(t *testing.T) {
 		p := newPair(t)
 		p.start()
 		p.linked()
 		p.pgCfg.Store(offers("api"))
-		p.waitFor("the relation to be gone on both sides", func() (bool, string) {
-			_, pr := bags(p.pg.State(), "db")
-			_, wr := bags(p.web.State(), "database")
-			return pr == nil && wr == nil, fmt.Sprintf("pg %v, web %v", pr, wr)
-		})
+		p.goneOnBoth()
 		// The consumer asks again now and then and is refused each time:
 		// the relation is not made again until the provider offers it.
 		p.waitFor("a refusal", func() (bool, string) {

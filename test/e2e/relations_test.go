@@ -255,6 +255,26 @@ func (ap *appPair) creds(p *pod) string {
 	return strings.TrimSpace(ap.web.read(p, "creds"))
 }
 
+// replaceWebPod replaces web pod o, which holds unit, Deployment-style: a
+// new pod (new name, new address, empty disk) starts as o gets SIGTERM,
+// and must hold unit and have written the credentials with password.
+func (ap *appPair) replaceWebPod(step string, o *pod, unit, password string, flags []string) *pod {
+	ap.t.Helper()
+	n := ap.web.deploymentPod(randHex(3), flags...)
+	o.stop()
+	n.start()
+	ap.web.waitReady(n)
+	waitFor(ap.t, startTimeout, fmt.Sprintf("%s: %s to hold %s with the credentials", step, n.name, unit), func() (bool, string) {
+		st, err := n.statusNoProbe()
+		if err != nil {
+			return false, err.Error()
+		}
+		c := ap.creds(n)
+		return st.GetUnit() == unit && strings.Contains(c, " "+password+" "), "holds " + st.GetUnit() + ", creds " + c
+	})
+	return n
+}
+
 // TestRelationBetweenApplicationsSurvivesReplacedPods is the failure
 // bagkeeper exists to end, between two applications: the consumer asks the
 // provider for a database over a pgsql relation, and the provider's charm,
@@ -304,18 +324,7 @@ func TestRelationBetweenApplicationsSurvivesReplacedPods(t *testing.T) {
 	for step, o := range order {
 		unit := before.statuses[o.name].GetUnit()
 		replaced[unit]++
-		n := ap.web.deploymentPod("5b8e21", claim...)
-		o.stop()
-		n.start()
-		ap.web.waitReady(n)
-		waitFor(t, startTimeout, fmt.Sprintf("step %d: %s to hold %s with the credentials", step, n.name, unit), func() (bool, string) {
-			st, err := n.statusNoProbe()
-			if err != nil {
-				return false, err.Error()
-			}
-			c := ap.creds(n)
-			return st.GetUnit() == unit && strings.Contains(c, " "+password+" "), "holds " + st.GetUnit() + ", creds " + c
-		})
+		ap.replaceWebPod(fmt.Sprintf("step %d", step), o, unit, password, claim)
 	}
 	ap.web.settle("the replacements")
 
@@ -328,18 +337,7 @@ func TestRelationBetweenApplicationsSurvivesReplacedPods(t *testing.T) {
 	o := ap.web.followers(v)[0]
 	unit := v.statuses[o.name].GetUnit()
 	replaced[unit]++
-	n := ap.web.deploymentPod("9d3f7a", claim...)
-	o.stop()
-	n.start()
-	ap.web.waitReady(n)
-	waitFor(t, startTimeout, n.name+" to hold "+unit+" with the credentials while pg is frozen", func() (bool, string) {
-		st, err := n.statusNoProbe()
-		if err != nil {
-			return false, err.Error()
-		}
-		c := ap.creds(n)
-		return st.GetUnit() == unit && strings.Contains(c, " "+password+" "), "holds " + st.GetUnit() + ", creds " + c
-	})
+	ap.replaceWebPod("with pg frozen", o, unit, password, claim)
 	ap.web.settle("the replacement with pg frozen")
 	for _, p := range pgPods {
 		p.resume()
