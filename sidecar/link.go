@@ -8,9 +8,11 @@ import (
 	"sync/atomic"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/bagkeeper/bagkeeper/agent"
+	"github.com/bagkeeper/bagkeeper/raftstore/transport"
 	"github.com/bagkeeper/bagkeeper/sidecar/filewatch"
 	"github.com/bagkeeper/bagkeeper/sidecar/link"
 	"github.com/bagkeeper/bagkeeper/sidecar/link/linkpb"
@@ -29,9 +31,10 @@ type relations struct {
 	// it is).
 	loadErr atomic.Value
 
-	ln  net.Listener
-	srv *grpc.Server
-	mgr *link.Manager
+	ln    net.Listener
+	srv   *grpc.Server
+	mgr   *link.Manager
+	certs *transport.CertReloader // nil without TLS
 }
 
 // startRelations reads the relations file and opens the relations port.
@@ -55,23 +58,38 @@ func (s *Sidecar) startRelations() error {
 	if err != nil {
 		return fmt.Errorf("--relations-file: %w", err)
 	}
+	// With TLS, the relations port runs mutual TLS with the peer port's
+	// certificate files, and an application is the one its certificate
+	// names (link.AppURIPrefix); without it, every offer has a token.
+	serverCreds, dial := insecure.NewCredentials(), func(addr, _ string) (*grpc.ClientConn, error) {
+		return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	}
+	var certApp func(context.Context) (string, error)
+	if s.cfg.TLS != nil {
+		rs.certs, err = transport.NewCertReloader(*s.cfg.TLS, s.log)
+		if err != nil {
+			rs.close()
+			return fmt.Errorf("relations port: %w", err)
+		}
+		serverCreds, certApp = credentials.NewTLS(link.ServerTLS(rs.certs.ServerConfig())), link.CallerApp
+		dial = func(addr, app string) (*grpc.ClientConn, error) {
+			return grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(link.ClientTLS(rs.certs.ClientConfig(), app))))
+		}
+	}
 	if s.cfg.RelationsBind != "" {
 		rs.ln, err = net.Listen("tcp", s.cfg.RelationsBind)
 		if err != nil {
-			rs.watcher.Close()
+			rs.close()
 			return fmt.Errorf("relations port: %w", err)
 		}
-		rs.srv = grpc.NewServer()
+		rs.srv = grpc.NewServer(grpc.Creds(serverCreds))
 		linkpb.RegisterRelationsServer(rs.srv, link.NewServer(link.ServerConfig{
-			Store: s.node, App: s.cfg.App, Config: rs.cfg.Load, Logger: s.log.With("component", "relations"),
+			Store: s.node, App: s.cfg.App, Config: rs.cfg.Load, CertApp: certApp, Logger: s.log.With("component", "relations"),
 		}))
 		go func() { _ = rs.srv.Serve(rs.ln) }()
 	}
 	rs.mgr = link.NewManager(link.ManagerConfig{
-		Store: s.node, App: s.cfg.App, Config: rs.cfg.Load, IsLeader: s.node.IsLeader,
-		Dial: func(addr string) (*grpc.ClientConn, error) {
-			return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		},
+		Store: s.node, App: s.cfg.App, Config: rs.cfg.Load, IsLeader: s.node.IsLeader, Dial: dial,
 		Logger: s.log.With("component", "relations"),
 	})
 	s.relations = rs
@@ -120,5 +138,8 @@ func (rs *relations) close() {
 	}
 	if rs.watcher != nil {
 		rs.watcher.Close()
+	}
+	if rs.certs != nil {
+		rs.certs.Close()
 	}
 }

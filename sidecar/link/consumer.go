@@ -31,9 +31,10 @@ type ManagerConfig struct {
 	// IsLeader reports whether this member is the raft leader; only the
 	// leader runs streams and removes relations.
 	IsLeader func() bool
-	// Dial opens a client connection to a member of another application
-	// (with the relations port's TLS settings).
-	Dial func(addr string) (*grpc.ClientConn, error)
+	// Dial opens a client connection to a member of application app
+	// (with the relations port's TLS settings; with TLS, the connection
+	// must fail unless the server's certificate names app).
+	Dial func(addr, app string) (*grpc.ClientConn, error)
 	// Interval is how often the manager looks at leadership and the
 	// relations file (default 500 ms).
 	Interval time.Duration
@@ -273,7 +274,7 @@ func (m *Manager) unrelate(ctx context.Context, r *state.Relation, addresses []s
 	req := &linkpb.UnrelateRequest{ConsumerApp: m.cfg.App, ConsumerEndpoint: r.Endpoint, Offer: r.RemoteEndpoint}
 	var last error
 	for _, addr := range addresses {
-		conn, err := m.cfg.Dial(addr)
+		conn, err := m.cfg.Dial(addr, r.RemoteApp)
 		if err != nil {
 			last = err
 			continue
@@ -342,7 +343,7 @@ func errString(err error) string {
 
 // session runs one stream to one address.
 func (m *Manager) session(ctx context.Context, e relconf.Relation, addr string) error {
-	conn, err := m.cfg.Dial(addr)
+	conn, err := m.cfg.Dial(addr, e.App)
 	if err != nil {
 		return err
 	}

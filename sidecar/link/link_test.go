@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -53,6 +54,16 @@ func (p *pair) relation(tok string) *relconf.Config {
 }
 
 func newPair(t *testing.T) *pair {
+	insecureDial := func(addr, _ string) (*grpc.ClientConn, error) {
+		return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	}
+	return newPairWith(t, insecure.NewCredentials(), nil, insecureDial, insecureDial)
+}
+
+// newPairWith makes a pair whose provider serves with creds and takes the
+// caller's application from certApp, and whose managers dial with
+// pgDial and webDial.
+func newPairWith(t *testing.T, creds credentials.TransportCredentials, certApp func(context.Context) (string, error), pgDial, webDial func(addr, app string) (*grpc.ClientConn, error)) *pair {
 	p := &pair{t: t, pg: statetest.New(t, "pg"), web: statetest.New(t, "web")}
 	p.pg.Claim("pg-0", "pg-0", 0)
 	p.pg.Claim("pg-1", "pg-1", 1)
@@ -65,18 +76,15 @@ func newPair(t *testing.T) *pair {
 	}
 	p.addr = p.listener.Addr().String()
 	p.webCfg.Store(p.relation(token))
-	p.srv = grpc.NewServer()
-	linkpb.RegisterRelationsServer(p.srv, link.NewServer(link.ServerConfig{Store: p.pg, App: "pg", Config: p.pgCfg.Load}))
+	p.srv = grpc.NewServer(grpc.Creds(creds))
+	linkpb.RegisterRelationsServer(p.srv, link.NewServer(link.ServerConfig{Store: p.pg, App: "pg", Config: p.pgCfg.Load, CertApp: certApp}))
 	go func() { _ = p.srv.Serve(p.listener) }()
-	dial := func(addr string) (*grpc.ClientConn, error) {
-		return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	}
 	fast := func(cfg link.ManagerConfig) link.ManagerConfig {
-		cfg.Dial, cfg.Interval, cfg.RetryMin, cfg.RetryMax, cfg.RefusedRetry = dial, 20*time.Millisecond, 10*time.Millisecond, 50*time.Millisecond, 100*time.Millisecond
+		cfg.Interval, cfg.RetryMin, cfg.RetryMax, cfg.RefusedRetry = 20*time.Millisecond, 10*time.Millisecond, 50*time.Millisecond, 100*time.Millisecond
 		return cfg
 	}
-	p.pgMgr = link.NewManager(fast(link.ManagerConfig{Store: p.pg, App: "pg", Config: p.pgCfg.Load, IsLeader: p.pg.IsLeader}))
-	p.webMgr = link.NewManager(fast(link.ManagerConfig{Store: p.web, App: "web", Config: p.webCfg.Load, IsLeader: p.web.IsLeader}))
+	p.pgMgr = link.NewManager(fast(link.ManagerConfig{Store: p.pg, App: "pg", Config: p.pgCfg.Load, IsLeader: p.pg.IsLeader, Dial: pgDial}))
+	p.webMgr = link.NewManager(fast(link.ManagerConfig{Store: p.web, App: "web", Config: p.webCfg.Load, IsLeader: p.web.IsLeader, Dial: webDial}))
 	t.Cleanup(p.stop)
 	return p
 }
