@@ -16,6 +16,8 @@ import (
 	"github.com/bagkeeper/bagkeeper/raftstore/state"
 	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
 	"github.com/bagkeeper/bagkeeper/sidecar/adminpb"
+	"github.com/bagkeeper/bagkeeper/sidecar/link"
+	"github.com/bagkeeper/bagkeeper/sidecar/relconf"
 	"github.com/bagkeeper/bagkeeper/sidecar/unixsock"
 )
 
@@ -33,7 +35,7 @@ func (s *Sidecar) startAdmin() error {
 			defer cancel()
 			return handler(ctx, req)
 		}))
-	adminpb.RegisterAdminServer(s.adminSrv, &adminServer{n: s.node, unit: s.Unit, ready: s.Ready, log: s.log})
+	adminpb.RegisterAdminServer(s.adminSrv, s.newAdminServer())
 	go func() { _ = s.adminSrv.Serve(ln) }()
 	return nil
 }
@@ -71,7 +73,19 @@ type adminServer struct {
 	n     adminStore
 	unit  func() string
 	ready func() (bool, string)
-	log   *slog.Logger
+	// links and linksErr report the relations between applications (nil
+	// without a relations file).
+	links    func() []link.RelationStatus
+	linksErr func() string
+	log      *slog.Logger
+}
+
+func (s *Sidecar) newAdminServer() *adminServer {
+	a := &adminServer{n: s.node, unit: s.Unit, ready: s.Ready, log: s.log}
+	if rs := s.relations; rs != nil {
+		a.links, a.linksErr = rs.mgr.Status, func() string { return rs.loadErr.Load().(string) }
+	}
+	return a
 }
 
 func (a *adminServer) Status(ctx context.Context, req *adminpb.StatusRequest) (*adminpb.StatusResponse, error) {
@@ -129,8 +143,20 @@ func (a *adminServer) Status(ctx context.Context, req *adminpb.StatusRequest) (*
 	for _, c := range st.Claimants() {
 		resp.Waiting = append(resp.Waiting, &adminpb.Claimant{Member: c.Member, Pod: c.Pod, SinceUnixNano: c.Since.UnixNano()})
 	}
+	streams := map[string]link.RelationStatus{}
+	if a.links != nil {
+		for _, ls := range a.links() {
+			streams[ls.Key] = ls
+		}
+		resp.RelationsFileError = a.linksErr()
+	}
 	for _, rel := range st.Relations() {
-		resp.Relations = append(resp.Relations, &adminpb.Relation{Id: rel.ID, Key: rel.Key(), Interface: rel.Interface, Peer: rel.Peer, RemoteApp: rel.RemoteApp, RemoteEndpoint: rel.RemoteEndpoint, Bags: int32(len(st.Bags(rel.ID)))})
+		pr := &adminpb.Relation{Id: rel.ID, Key: rel.Key(), Interface: rel.Interface, Peer: rel.Peer, RemoteApp: rel.RemoteApp, RemoteEndpoint: rel.RemoteEndpoint, Bags: int32(len(st.Bags(rel.ID))),
+			Offered: rel.Offered, RemoteSource: rel.RemoteSource, RemoteRevision: rel.RemoteRevision}
+		if ls, ok := streams[relconf.Relation{Endpoint: rel.Endpoint, App: rel.RemoteApp, Offer: rel.RemoteEndpoint}.Key()]; ok && !rel.Peer && !rel.Offered {
+			pr.Stream = &adminpb.RelationStream{Connected: ls.Connected, Address: ls.Address, LastError: ls.LastError, SinceUnixNano: ls.Since.UnixNano()}
+		}
+		resp.Relations = append(resp.Relations, pr)
 	}
 	return resp, nil
 }

@@ -297,6 +297,12 @@ func Start(cfg Config) (*Sidecar, error) {
 	s.log = s.log.With("member", string(s.node.ID()))
 	s.ready = &readiness{src: s.node}
 	s.metrics = newMetrics(s)
+	if cfg.RelationsFile != "" {
+		// Before the admin API, which reports the relations' streams.
+		if err := s.startRelations(); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.startHTTP(); err != nil {
 		return nil, err
 	}
@@ -305,11 +311,6 @@ func Start(cfg Config) (*Sidecar, error) {
 	}
 	if cfg.Agent != nil {
 		if err := s.startAgent(); err != nil {
-			return nil, err
-		}
-	}
-	if cfg.RelationsFile != "" {
-		if err := s.startRelations(); err != nil {
 			return nil, err
 		}
 	}

@@ -102,7 +102,9 @@ const statusUsage = `Usage: bagkeeper status [flags]
 Shows the application's raft group as this pod's sidecar sees it: every
 member with its suffrage, address, raft state, applied index and last contact
 with the leader (each member is asked), every unit with its holder and state,
-and every relation.`
+and every relation; for a relation between applications, the revision of
+the remote application's view this group holds and, on the raft leader, the
+stream to the provider of an offer this application consumes.`
 
 func cmdStatus(e *env, args []string) error {
 	var a adminFlags
@@ -174,16 +176,25 @@ func statusJSON(st *adminpb.StatusResponse) map[string]any {
 	}
 	relations := []map[string]any{}
 	for _, r := range st.GetRelations() {
-		relations = append(relations, map[string]any{
+		m := map[string]any{
 			"id": r.GetId(), "key": r.GetKey(), "interface": r.GetInterface(), "peer": r.GetPeer(),
 			"remote_app": r.GetRemoteApp(), "remote_endpoint": r.GetRemoteEndpoint(), "bags": r.GetBags(),
-		})
+		}
+		if !r.GetPeer() {
+			m["offered"], m["remote_source"], m["remote_revision"] = r.GetOffered(), r.GetRemoteSource(), r.GetRemoteRevision()
+		}
+		if s := r.GetStream(); s != nil {
+			m["stream"] = map[string]any{"connected": s.GetConnected(), "address": s.GetAddress(), "last_error": s.GetLastError(),
+				"since": time.Unix(0, s.GetSinceUnixNano()).UTC().Format(time.RFC3339)}
+		}
+		relations = append(relations, m)
 	}
 	return map[string]any{
 		"app": st.GetApp(), "cluster_id": st.GetClusterId(), "self": st.GetSelf(), "unit": st.GetUnit(),
 		"leader": st.GetLeader(), "term": st.GetTerm(), "commit_index": st.GetCommitIndex(), "applied_index": st.GetAppliedIndex(),
 		"ready": st.GetReady(), "not_ready_reason": st.GetNotReadyReason(),
 		"members": members, "units": units, "waiting": waiting, "relations": relations,
+		"relations_file_error": st.GetRelationsFileError(),
 	}
 }
 
@@ -253,18 +264,39 @@ func printStatus(w io.Writer, st *adminpb.StatusResponse, now time.Time) {
 	fmt.Fprintln(w)
 
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "RELATION\tINTERFACE\tREMOTE\tBAGS")
+	fmt.Fprintln(tw, "RELATION\tINTERFACE\tREMOTE\tBAGS\tREMOTE VIEW\tSTREAM")
 	for _, r := range st.GetRelations() {
-		remote := "(peer)"
-		if !r.GetPeer() {
-			remote = r.GetRemoteApp() + ":" + r.GetRemoteEndpoint()
+		remote, view := "(peer)", "-"
+		switch {
+		case r.GetOffered():
+			remote = r.GetRemoteApp() + ":" + r.GetRemoteEndpoint() + " (consumes our offer)"
+		case !r.GetPeer():
+			remote = r.GetRemoteApp() + ":" + r.GetRemoteEndpoint() + " (offer we consume)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\n", r.GetKey(), orDash(r.GetInterface()), remote, r.GetBags())
+		if !r.GetPeer() {
+			view = "none yet"
+			if r.GetRemoteRevision() > 0 {
+				view = fmt.Sprintf("revision %d", r.GetRemoteRevision())
+			}
+		}
+		stream := "-"
+		if s := r.GetStream(); s != nil {
+			since := roundDuration(now.Sub(time.Unix(0, s.GetSinceUnixNano())))
+			if s.GetConnected() {
+				stream = fmt.Sprintf("open to %s for %s", s.GetAddress(), since)
+			} else {
+				stream = fmt.Sprintf("down for %s: %s", since, s.GetLastError())
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", r.GetKey(), orDash(r.GetInterface()), remote, r.GetBags(), view, stream)
 	}
 	if len(st.GetRelations()) == 0 {
-		fmt.Fprintln(tw, "(none)\t\t\t")
+		fmt.Fprintln(tw, "(none)\t\t\t\t\t")
 	}
 	tw.Flush()
+	if e := st.GetRelationsFileError(); e != "" {
+		fmt.Fprintf(w, "\nThe relations file is not loaded; the previous one stays in force: %s\n", e)
+	}
 }
 
 func unitNumber(name string) int64 {

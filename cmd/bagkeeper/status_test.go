@@ -40,3 +40,46 @@ func TestStatusShowsDivergedMembersAndWaitingPods(t *testing.T) {
 		t.Errorf("JSON members: %v", m)
 	}
 }
+
+func TestStatusShowsRelationsBetweenApplications(t *testing.T) {
+	now := time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
+	st := &adminpb.StatusResponse{
+		App: "web", Self: "web-0/a", Unit: "web/0", Ready: true,
+		Relations: []*adminpb.Relation{
+			{Id: 0, Key: "replicas:0", Interface: "web-peers", Peer: true, Bags: 3},
+			{Id: 1, Key: "database:1", Interface: "pgsql", RemoteApp: "pg", RemoteEndpoint: "db", Bags: 7, RemoteSource: "c1", RemoteRevision: 42,
+				Stream: &adminpb.RelationStream{Connected: true, Address: "pg-0.pg:7402", SinceUnixNano: now.Add(-90 * time.Second).UnixNano()}},
+			{Id: 2, Key: "cache:2", Interface: "redis", RemoteApp: "redis", RemoteEndpoint: "cache", Bags: 0,
+				Stream: &adminpb.RelationStream{LastError: "connection refused", SinceUnixNano: now.Add(-3 * time.Second).UnixNano()}},
+			{Id: 3, Key: "api:3", Interface: "http", RemoteApp: "front", RemoteEndpoint: "backend", Offered: true, Bags: 2, RemoteRevision: 9},
+		},
+		RelationsFileError: "line 3: relations[0] (? -> pg:db): endpoint: missing",
+	}
+	var b strings.Builder
+	printStatus(&b, st, now)
+	out := b.String()
+	for _, want := range []string{
+		"pg:db (offer we consume)",
+		"revision 42",
+		"open to pg-0.pg:7402 for 1m30s",
+		"none yet",
+		"down for 3s: connection refused",
+		"front:backend (consumes our offer)",
+		"The relations file is not loaded; the previous one stays in force: line 3",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status table lacks %q:\n%s", want, out)
+		}
+	}
+	js := statusJSON(st)
+	rels := js["relations"].([]map[string]any)
+	if rels[0]["offered"] != nil || rels[1]["remote_revision"] != uint64(42) || rels[3]["offered"] != true {
+		t.Errorf("JSON relations: %v", rels)
+	}
+	if s, ok := rels[1]["stream"].(map[string]any); !ok || s["connected"] != true {
+		t.Errorf("JSON stream: %v", rels[1]["stream"])
+	}
+	if js["relations_file_error"] == "" {
+		t.Errorf("JSON lacks the relations file error")
+	}
+}

@@ -405,8 +405,18 @@ type Relation struct {
 	RemoteApp      string                 `protobuf:"bytes,5,opt,name=remote_app,json=remoteApp,proto3" json:"remote_app,omitempty"`
 	RemoteEndpoint string                 `protobuf:"bytes,6,opt,name=remote_endpoint,json=remoteEndpoint,proto3" json:"remote_endpoint,omitempty"`
 	Bags           int32                  `protobuf:"varint,7,opt,name=bags,proto3" json:"bags,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// A relation between applications: this application offers the
+	// endpoint (the remote application consumes it), or consumes the
+	// remote's offer.
+	Offered bool `protobuf:"varint,8,opt,name=offered,proto3" json:"offered,omitempty"`
+	// The remote view held: the group it came from and its revision.
+	RemoteSource   string `protobuf:"bytes,9,opt,name=remote_source,json=remoteSource,proto3" json:"remote_source,omitempty"`
+	RemoteRevision uint64 `protobuf:"varint,10,opt,name=remote_revision,json=remoteRevision,proto3" json:"remote_revision,omitempty"`
+	// For a consumed relation, on the raft leader: its stream to the
+	// provider.
+	Stream        *RelationStream `protobuf:"bytes,11,opt,name=stream,proto3" json:"stream,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Relation) Reset() {
@@ -488,6 +498,102 @@ func (x *Relation) GetBags() int32 {
 	return 0
 }
 
+func (x *Relation) GetOffered() bool {
+	if x != nil {
+		return x.Offered
+	}
+	return false
+}
+
+func (x *Relation) GetRemoteSource() string {
+	if x != nil {
+		return x.RemoteSource
+	}
+	return ""
+}
+
+func (x *Relation) GetRemoteRevision() uint64 {
+	if x != nil {
+		return x.RemoteRevision
+	}
+	return 0
+}
+
+func (x *Relation) GetStream() *RelationStream {
+	if x != nil {
+		return x.Stream
+	}
+	return nil
+}
+
+type RelationStream struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Connected     bool                   `protobuf:"varint,1,opt,name=connected,proto3" json:"connected,omitempty"`
+	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	LastError     string                 `protobuf:"bytes,3,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	SinceUnixNano int64                  `protobuf:"varint,4,opt,name=since_unix_nano,json=sinceUnixNano,proto3" json:"since_unix_nano,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelationStream) Reset() {
+	*x = RelationStream{}
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelationStream) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelationStream) ProtoMessage() {}
+
+func (x *RelationStream) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelationStream.ProtoReflect.Descriptor instead.
+func (*RelationStream) Descriptor() ([]byte, []int) {
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RelationStream) GetConnected() bool {
+	if x != nil {
+		return x.Connected
+	}
+	return false
+}
+
+func (x *RelationStream) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *RelationStream) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *RelationStream) GetSinceUnixNano() int64 {
+	if x != nil {
+		return x.SinceUnixNano
+	}
+	return 0
+}
+
 type StatusResponse struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	App            string                 `protobuf:"bytes,1,opt,name=app,proto3" json:"app,omitempty"`
@@ -508,13 +614,16 @@ type StatusResponse struct {
 	// that made it.
 	Generation     uint64 `protobuf:"varint,15,opt,name=generation,proto3" json:"generation,omitempty"`
 	GenerationPlan string `protobuf:"bytes,16,opt,name=generation_plan,json=generationPlan,proto3" json:"generation_plan,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Why the relations file on disk is not the one in force (empty when it
+	// is, or when there is none).
+	RelationsFileError string `protobuf:"bytes,17,opt,name=relations_file_error,json=relationsFileError,proto3" json:"relations_file_error,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[5]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -526,7 +635,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[5]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -539,7 +648,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{5}
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *StatusResponse) GetApp() string {
@@ -654,6 +763,13 @@ func (x *StatusResponse) GetGenerationPlan() string {
 	return ""
 }
 
+func (x *StatusResponse) GetRelationsFileError() string {
+	if x != nil {
+		return x.RelationsFileError
+	}
+	return ""
+}
+
 type GetBagsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Relation id; -1 for all relations.
@@ -669,7 +785,7 @@ type GetBagsRequest struct {
 
 func (x *GetBagsRequest) Reset() {
 	*x = GetBagsRequest{}
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[6]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -681,7 +797,7 @@ func (x *GetBagsRequest) String() string {
 func (*GetBagsRequest) ProtoMessage() {}
 
 func (x *GetBagsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[6]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -694,7 +810,7 @@ func (x *GetBagsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBagsRequest.ProtoReflect.Descriptor instead.
 func (*GetBagsRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{6}
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetBagsRequest) GetRelationId() int64 {
@@ -731,7 +847,7 @@ type Bag struct {
 
 func (x *Bag) Reset() {
 	*x = Bag{}
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[7]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -743,7 +859,7 @@ func (x *Bag) String() string {
 func (*Bag) ProtoMessage() {}
 
 func (x *Bag) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[7]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -756,7 +872,7 @@ func (x *Bag) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bag.ProtoReflect.Descriptor instead.
 func (*Bag) Descriptor() ([]byte, []int) {
-	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{7}
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Bag) GetRelationId() int64 {
@@ -808,7 +924,7 @@ type GetBagsResponse struct {
 
 func (x *GetBagsResponse) Reset() {
 	*x = GetBagsResponse{}
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[8]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -820,7 +936,7 @@ func (x *GetBagsResponse) String() string {
 func (*GetBagsResponse) ProtoMessage() {}
 
 func (x *GetBagsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[8]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -833,7 +949,7 @@ func (x *GetBagsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBagsResponse.ProtoReflect.Descriptor instead.
 func (*GetBagsResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{8}
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetBagsResponse) GetBags() []*Bag {
@@ -869,7 +985,7 @@ type SetBagRequest struct {
 
 func (x *SetBagRequest) Reset() {
 	*x = SetBagRequest{}
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[9]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -881,7 +997,7 @@ func (x *SetBagRequest) String() string {
 func (*SetBagRequest) ProtoMessage() {}
 
 func (x *SetBagRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[9]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -894,7 +1010,7 @@ func (x *SetBagRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBagRequest.ProtoReflect.Descriptor instead.
 func (*SetBagRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{9}
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SetBagRequest) GetRelationId() int64 {
@@ -934,7 +1050,7 @@ type SetBagResponse struct {
 
 func (x *SetBagResponse) Reset() {
 	*x = SetBagResponse{}
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[10]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -946,7 +1062,7 @@ func (x *SetBagResponse) String() string {
 func (*SetBagResponse) ProtoMessage() {}
 
 func (x *SetBagResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[10]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -959,7 +1075,7 @@ func (x *SetBagResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetBagResponse.ProtoReflect.Descriptor instead.
 func (*SetBagResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{10}
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SetBagResponse) GetIndex() uint64 {
@@ -982,7 +1098,7 @@ type EnsureRelationRequest struct {
 
 func (x *EnsureRelationRequest) Reset() {
 	*x = EnsureRelationRequest{}
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[11]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -994,7 +1110,7 @@ func (x *EnsureRelationRequest) String() string {
 func (*EnsureRelationRequest) ProtoMessage() {}
 
 func (x *EnsureRelationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[11]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1007,7 +1123,7 @@ func (x *EnsureRelationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnsureRelationRequest.ProtoReflect.Descriptor instead.
 func (*EnsureRelationRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{11}
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *EnsureRelationRequest) GetEndpoint() string {
@@ -1054,7 +1170,7 @@ type EnsureRelationResponse struct {
 
 func (x *EnsureRelationResponse) Reset() {
 	*x = EnsureRelationResponse{}
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[12]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1066,7 +1182,7 @@ func (x *EnsureRelationResponse) String() string {
 func (*EnsureRelationResponse) ProtoMessage() {}
 
 func (x *EnsureRelationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[12]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1079,7 +1195,7 @@ func (x *EnsureRelationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnsureRelationResponse.ProtoReflect.Descriptor instead.
 func (*EnsureRelationResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{12}
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *EnsureRelationResponse) GetRelationId() int64 {
@@ -1098,7 +1214,7 @@ type RemoveUnitRequest struct {
 
 func (x *RemoveUnitRequest) Reset() {
 	*x = RemoveUnitRequest{}
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[13]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1110,7 +1226,7 @@ func (x *RemoveUnitRequest) String() string {
 func (*RemoveUnitRequest) ProtoMessage() {}
 
 func (x *RemoveUnitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[13]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1123,7 +1239,7 @@ func (x *RemoveUnitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveUnitRequest.ProtoReflect.Descriptor instead.
 func (*RemoveUnitRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{13}
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RemoveUnitRequest) GetUnit() string {
@@ -1141,7 +1257,7 @@ type RemoveUnitResponse struct {
 
 func (x *RemoveUnitResponse) Reset() {
 	*x = RemoveUnitResponse{}
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[14]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1153,7 +1269,7 @@ func (x *RemoveUnitResponse) String() string {
 func (*RemoveUnitResponse) ProtoMessage() {}
 
 func (x *RemoveUnitResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[14]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1166,7 +1282,7 @@ func (x *RemoveUnitResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveUnitResponse.ProtoReflect.Descriptor instead.
 func (*RemoveUnitResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{14}
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{15}
 }
 
 type RemoveMemberRequest struct {
@@ -1179,7 +1295,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[15]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1191,7 +1307,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[15]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1204,7 +1320,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{15}
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RemoveMemberRequest) GetId() string {
@@ -1222,7 +1338,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[16]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1234,7 +1350,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[16]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1247,7 +1363,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{16}
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{17}
 }
 
 type Survivor struct {
@@ -1260,7 +1376,7 @@ type Survivor struct {
 
 func (x *Survivor) Reset() {
 	*x = Survivor{}
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[17]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1272,7 +1388,7 @@ func (x *Survivor) String() string {
 func (*Survivor) ProtoMessage() {}
 
 func (x *Survivor) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[17]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1285,7 +1401,7 @@ func (x *Survivor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Survivor.ProtoReflect.Descriptor instead.
 func (*Survivor) Descriptor() ([]byte, []int) {
-	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{17}
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Survivor) GetId() string {
@@ -1311,7 +1427,7 @@ type PlanRecoveryRequest struct {
 
 func (x *PlanRecoveryRequest) Reset() {
 	*x = PlanRecoveryRequest{}
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[18]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1323,7 +1439,7 @@ func (x *PlanRecoveryRequest) String() string {
 func (*PlanRecoveryRequest) ProtoMessage() {}
 
 func (x *PlanRecoveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[18]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1336,7 +1452,7 @@ func (x *PlanRecoveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRecoveryRequest.ProtoReflect.Descriptor instead.
 func (*PlanRecoveryRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{18}
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PlanRecoveryRequest) GetSurvivors() []*Survivor {
@@ -1362,7 +1478,7 @@ type PlannedSurvivor struct {
 
 func (x *PlannedSurvivor) Reset() {
 	*x = PlannedSurvivor{}
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[19]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1374,7 +1490,7 @@ func (x *PlannedSurvivor) String() string {
 func (*PlannedSurvivor) ProtoMessage() {}
 
 func (x *PlannedSurvivor) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[19]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1387,7 +1503,7 @@ func (x *PlannedSurvivor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlannedSurvivor.ProtoReflect.Descriptor instead.
 func (*PlannedSurvivor) Descriptor() ([]byte, []int) {
-	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{19}
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PlannedSurvivor) GetId() string {
@@ -1442,7 +1558,7 @@ type RecoveryPlan struct {
 
 func (x *RecoveryPlan) Reset() {
 	*x = RecoveryPlan{}
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[20]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1454,7 +1570,7 @@ func (x *RecoveryPlan) String() string {
 func (*RecoveryPlan) ProtoMessage() {}
 
 func (x *RecoveryPlan) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[20]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1467,7 +1583,7 @@ func (x *RecoveryPlan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecoveryPlan.ProtoReflect.Descriptor instead.
 func (*RecoveryPlan) Descriptor() ([]byte, []int) {
-	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{20}
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RecoveryPlan) GetId() string {
@@ -1523,7 +1639,7 @@ type StageRecoveryRequest struct {
 
 func (x *StageRecoveryRequest) Reset() {
 	*x = StageRecoveryRequest{}
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[21]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1535,7 +1651,7 @@ func (x *StageRecoveryRequest) String() string {
 func (*StageRecoveryRequest) ProtoMessage() {}
 
 func (x *StageRecoveryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[21]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1548,7 +1664,7 @@ func (x *StageRecoveryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StageRecoveryRequest.ProtoReflect.Descriptor instead.
 func (*StageRecoveryRequest) Descriptor() ([]byte, []int) {
-	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{21}
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StageRecoveryRequest) GetSurvivors() []*Survivor {
@@ -1576,7 +1692,7 @@ type StageRecoveryResponse struct {
 
 func (x *StageRecoveryResponse) Reset() {
 	*x = StageRecoveryResponse{}
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[22]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1704,7 @@ func (x *StageRecoveryResponse) String() string {
 func (*StageRecoveryResponse) ProtoMessage() {}
 
 func (x *StageRecoveryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sidecar_adminpb_admin_proto_msgTypes[22]
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +1717,7 @@ func (x *StageRecoveryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StageRecoveryResponse.ProtoReflect.Descriptor instead.
 func (*StageRecoveryResponse) Descriptor() ([]byte, []int) {
-	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{22}
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *StageRecoveryResponse) GetPlan() *RecoveryPlan {
@@ -1659,7 +1775,7 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"\x0fworkload_status\x18\a \x01(\tR\x0eworkloadStatus\x12)\n" +
 	"\x10workload_message\x18\b \x01(\tR\x0fworkloadMessage\x12\x1d\n" +
 	"\n" +
-	"hook_error\x18\t \x01(\tR\thookError\"\xba\x01\n" +
+	"hook_error\x18\t \x01(\tR\thookError\"\xde\x02\n" +
 	"\bRelation\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1c\n" +
@@ -1668,7 +1784,18 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"\n" +
 	"remote_app\x18\x05 \x01(\tR\tremoteApp\x12'\n" +
 	"\x0fremote_endpoint\x18\x06 \x01(\tR\x0eremoteEndpoint\x12\x12\n" +
-	"\x04bags\x18\a \x01(\x05R\x04bags\"\xc0\x04\n" +
+	"\x04bags\x18\a \x01(\x05R\x04bags\x12\x18\n" +
+	"\aoffered\x18\b \x01(\bR\aoffered\x12#\n" +
+	"\rremote_source\x18\t \x01(\tR\fremoteSource\x12'\n" +
+	"\x0fremote_revision\x18\n" +
+	" \x01(\x04R\x0eremoteRevision\x12:\n" +
+	"\x06stream\x18\v \x01(\v2\".bagkeeper.admin.v1.RelationStreamR\x06stream\"\x8f\x01\n" +
+	"\x0eRelationStream\x12\x1c\n" +
+	"\tconnected\x18\x01 \x01(\bR\tconnected\x12\x18\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x03 \x01(\tR\tlastError\x12&\n" +
+	"\x0fsince_unix_nano\x18\x04 \x01(\x03R\rsinceUnixNano\"\xf2\x04\n" +
 	"\x0eStatusResponse\x12\x10\n" +
 	"\x03app\x18\x01 \x01(\tR\x03app\x12\x1d\n" +
 	"\n" +
@@ -1689,7 +1816,8 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x0f \x01(\x04R\n" +
 	"generation\x12'\n" +
-	"\x0fgeneration_plan\x18\x10 \x01(\tR\x0egenerationPlan\"]\n" +
+	"\x0fgeneration_plan\x18\x10 \x01(\tR\x0egenerationPlan\x120\n" +
+	"\x14relations_file_error\x18\x11 \x01(\tR\x12relationsFileError\"]\n" +
 	"\x0eGetBagsRequest\x12\x1f\n" +
 	"\vrelation_id\x18\x01 \x01(\x03R\n" +
 	"relationId\x12\x14\n" +
@@ -1787,67 +1915,69 @@ func file_sidecar_adminpb_admin_proto_rawDescGZIP() []byte {
 	return file_sidecar_adminpb_admin_proto_rawDescData
 }
 
-var file_sidecar_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_sidecar_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_sidecar_adminpb_admin_proto_goTypes = []any{
 	(*StatusRequest)(nil),          // 0: bagkeeper.admin.v1.StatusRequest
 	(*Member)(nil),                 // 1: bagkeeper.admin.v1.Member
 	(*Claimant)(nil),               // 2: bagkeeper.admin.v1.Claimant
 	(*Unit)(nil),                   // 3: bagkeeper.admin.v1.Unit
 	(*Relation)(nil),               // 4: bagkeeper.admin.v1.Relation
-	(*StatusResponse)(nil),         // 5: bagkeeper.admin.v1.StatusResponse
-	(*GetBagsRequest)(nil),         // 6: bagkeeper.admin.v1.GetBagsRequest
-	(*Bag)(nil),                    // 7: bagkeeper.admin.v1.Bag
-	(*GetBagsResponse)(nil),        // 8: bagkeeper.admin.v1.GetBagsResponse
-	(*SetBagRequest)(nil),          // 9: bagkeeper.admin.v1.SetBagRequest
-	(*SetBagResponse)(nil),         // 10: bagkeeper.admin.v1.SetBagResponse
-	(*EnsureRelationRequest)(nil),  // 11: bagkeeper.admin.v1.EnsureRelationRequest
-	(*EnsureRelationResponse)(nil), // 12: bagkeeper.admin.v1.EnsureRelationResponse
-	(*RemoveUnitRequest)(nil),      // 13: bagkeeper.admin.v1.RemoveUnitRequest
-	(*RemoveUnitResponse)(nil),     // 14: bagkeeper.admin.v1.RemoveUnitResponse
-	(*RemoveMemberRequest)(nil),    // 15: bagkeeper.admin.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),   // 16: bagkeeper.admin.v1.RemoveMemberResponse
-	(*Survivor)(nil),               // 17: bagkeeper.admin.v1.Survivor
-	(*PlanRecoveryRequest)(nil),    // 18: bagkeeper.admin.v1.PlanRecoveryRequest
-	(*PlannedSurvivor)(nil),        // 19: bagkeeper.admin.v1.PlannedSurvivor
-	(*RecoveryPlan)(nil),           // 20: bagkeeper.admin.v1.RecoveryPlan
-	(*StageRecoveryRequest)(nil),   // 21: bagkeeper.admin.v1.StageRecoveryRequest
-	(*StageRecoveryResponse)(nil),  // 22: bagkeeper.admin.v1.StageRecoveryResponse
-	nil,                            // 23: bagkeeper.admin.v1.Bag.DataEntry
-	nil,                            // 24: bagkeeper.admin.v1.SetBagRequest.SetEntry
+	(*RelationStream)(nil),         // 5: bagkeeper.admin.v1.RelationStream
+	(*StatusResponse)(nil),         // 6: bagkeeper.admin.v1.StatusResponse
+	(*GetBagsRequest)(nil),         // 7: bagkeeper.admin.v1.GetBagsRequest
+	(*Bag)(nil),                    // 8: bagkeeper.admin.v1.Bag
+	(*GetBagsResponse)(nil),        // 9: bagkeeper.admin.v1.GetBagsResponse
+	(*SetBagRequest)(nil),          // 10: bagkeeper.admin.v1.SetBagRequest
+	(*SetBagResponse)(nil),         // 11: bagkeeper.admin.v1.SetBagResponse
+	(*EnsureRelationRequest)(nil),  // 12: bagkeeper.admin.v1.EnsureRelationRequest
+	(*EnsureRelationResponse)(nil), // 13: bagkeeper.admin.v1.EnsureRelationResponse
+	(*RemoveUnitRequest)(nil),      // 14: bagkeeper.admin.v1.RemoveUnitRequest
+	(*RemoveUnitResponse)(nil),     // 15: bagkeeper.admin.v1.RemoveUnitResponse
+	(*RemoveMemberRequest)(nil),    // 16: bagkeeper.admin.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),   // 17: bagkeeper.admin.v1.RemoveMemberResponse
+	(*Survivor)(nil),               // 18: bagkeeper.admin.v1.Survivor
+	(*PlanRecoveryRequest)(nil),    // 19: bagkeeper.admin.v1.PlanRecoveryRequest
+	(*PlannedSurvivor)(nil),        // 20: bagkeeper.admin.v1.PlannedSurvivor
+	(*RecoveryPlan)(nil),           // 21: bagkeeper.admin.v1.RecoveryPlan
+	(*StageRecoveryRequest)(nil),   // 22: bagkeeper.admin.v1.StageRecoveryRequest
+	(*StageRecoveryResponse)(nil),  // 23: bagkeeper.admin.v1.StageRecoveryResponse
+	nil,                            // 24: bagkeeper.admin.v1.Bag.DataEntry
+	nil,                            // 25: bagkeeper.admin.v1.SetBagRequest.SetEntry
 }
 var file_sidecar_adminpb_admin_proto_depIdxs = []int32{
-	1,  // 0: bagkeeper.admin.v1.StatusResponse.members:type_name -> bagkeeper.admin.v1.Member
-	3,  // 1: bagkeeper.admin.v1.StatusResponse.units:type_name -> bagkeeper.admin.v1.Unit
-	4,  // 2: bagkeeper.admin.v1.StatusResponse.relations:type_name -> bagkeeper.admin.v1.Relation
-	2,  // 3: bagkeeper.admin.v1.StatusResponse.waiting:type_name -> bagkeeper.admin.v1.Claimant
-	23, // 4: bagkeeper.admin.v1.Bag.data:type_name -> bagkeeper.admin.v1.Bag.DataEntry
-	7,  // 5: bagkeeper.admin.v1.GetBagsResponse.bags:type_name -> bagkeeper.admin.v1.Bag
-	24, // 6: bagkeeper.admin.v1.SetBagRequest.set:type_name -> bagkeeper.admin.v1.SetBagRequest.SetEntry
-	17, // 7: bagkeeper.admin.v1.PlanRecoveryRequest.survivors:type_name -> bagkeeper.admin.v1.Survivor
-	19, // 8: bagkeeper.admin.v1.RecoveryPlan.survivors:type_name -> bagkeeper.admin.v1.PlannedSurvivor
-	17, // 9: bagkeeper.admin.v1.StageRecoveryRequest.survivors:type_name -> bagkeeper.admin.v1.Survivor
-	20, // 10: bagkeeper.admin.v1.StageRecoveryResponse.plan:type_name -> bagkeeper.admin.v1.RecoveryPlan
-	0,  // 11: bagkeeper.admin.v1.Admin.Status:input_type -> bagkeeper.admin.v1.StatusRequest
-	6,  // 12: bagkeeper.admin.v1.Admin.GetBags:input_type -> bagkeeper.admin.v1.GetBagsRequest
-	9,  // 13: bagkeeper.admin.v1.Admin.SetBag:input_type -> bagkeeper.admin.v1.SetBagRequest
-	11, // 14: bagkeeper.admin.v1.Admin.EnsureRelation:input_type -> bagkeeper.admin.v1.EnsureRelationRequest
-	13, // 15: bagkeeper.admin.v1.Admin.RemoveUnit:input_type -> bagkeeper.admin.v1.RemoveUnitRequest
-	15, // 16: bagkeeper.admin.v1.Admin.RemoveMember:input_type -> bagkeeper.admin.v1.RemoveMemberRequest
-	18, // 17: bagkeeper.admin.v1.Admin.PlanRecovery:input_type -> bagkeeper.admin.v1.PlanRecoveryRequest
-	21, // 18: bagkeeper.admin.v1.Admin.StageRecovery:input_type -> bagkeeper.admin.v1.StageRecoveryRequest
-	5,  // 19: bagkeeper.admin.v1.Admin.Status:output_type -> bagkeeper.admin.v1.StatusResponse
-	8,  // 20: bagkeeper.admin.v1.Admin.GetBags:output_type -> bagkeeper.admin.v1.GetBagsResponse
-	10, // 21: bagkeeper.admin.v1.Admin.SetBag:output_type -> bagkeeper.admin.v1.SetBagResponse
-	12, // 22: bagkeeper.admin.v1.Admin.EnsureRelation:output_type -> bagkeeper.admin.v1.EnsureRelationResponse
-	14, // 23: bagkeeper.admin.v1.Admin.RemoveUnit:output_type -> bagkeeper.admin.v1.RemoveUnitResponse
-	16, // 24: bagkeeper.admin.v1.Admin.RemoveMember:output_type -> bagkeeper.admin.v1.RemoveMemberResponse
-	20, // 25: bagkeeper.admin.v1.Admin.PlanRecovery:output_type -> bagkeeper.admin.v1.RecoveryPlan
-	22, // 26: bagkeeper.admin.v1.Admin.StageRecovery:output_type -> bagkeeper.admin.v1.StageRecoveryResponse
-	19, // [19:27] is the sub-list for method output_type
-	11, // [11:19] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	5,  // 0: bagkeeper.admin.v1.Relation.stream:type_name -> bagkeeper.admin.v1.RelationStream
+	1,  // 1: bagkeeper.admin.v1.StatusResponse.members:type_name -> bagkeeper.admin.v1.Member
+	3,  // 2: bagkeeper.admin.v1.StatusResponse.units:type_name -> bagkeeper.admin.v1.Unit
+	4,  // 3: bagkeeper.admin.v1.StatusResponse.relations:type_name -> bagkeeper.admin.v1.Relation
+	2,  // 4: bagkeeper.admin.v1.StatusResponse.waiting:type_name -> bagkeeper.admin.v1.Claimant
+	24, // 5: bagkeeper.admin.v1.Bag.data:type_name -> bagkeeper.admin.v1.Bag.DataEntry
+	8,  // 6: bagkeeper.admin.v1.GetBagsResponse.bags:type_name -> bagkeeper.admin.v1.Bag
+	25, // 7: bagkeeper.admin.v1.SetBagRequest.set:type_name -> bagkeeper.admin.v1.SetBagRequest.SetEntry
+	18, // 8: bagkeeper.admin.v1.PlanRecoveryRequest.survivors:type_name -> bagkeeper.admin.v1.Survivor
+	20, // 9: bagkeeper.admin.v1.RecoveryPlan.survivors:type_name -> bagkeeper.admin.v1.PlannedSurvivor
+	18, // 10: bagkeeper.admin.v1.StageRecoveryRequest.survivors:type_name -> bagkeeper.admin.v1.Survivor
+	21, // 11: bagkeeper.admin.v1.StageRecoveryResponse.plan:type_name -> bagkeeper.admin.v1.RecoveryPlan
+	0,  // 12: bagkeeper.admin.v1.Admin.Status:input_type -> bagkeeper.admin.v1.StatusRequest
+	7,  // 13: bagkeeper.admin.v1.Admin.GetBags:input_type -> bagkeeper.admin.v1.GetBagsRequest
+	10, // 14: bagkeeper.admin.v1.Admin.SetBag:input_type -> bagkeeper.admin.v1.SetBagRequest
+	12, // 15: bagkeeper.admin.v1.Admin.EnsureRelation:input_type -> bagkeeper.admin.v1.EnsureRelationRequest
+	14, // 16: bagkeeper.admin.v1.Admin.RemoveUnit:input_type -> bagkeeper.admin.v1.RemoveUnitRequest
+	16, // 17: bagkeeper.admin.v1.Admin.RemoveMember:input_type -> bagkeeper.admin.v1.RemoveMemberRequest
+	19, // 18: bagkeeper.admin.v1.Admin.PlanRecovery:input_type -> bagkeeper.admin.v1.PlanRecoveryRequest
+	22, // 19: bagkeeper.admin.v1.Admin.StageRecovery:input_type -> bagkeeper.admin.v1.StageRecoveryRequest
+	6,  // 20: bagkeeper.admin.v1.Admin.Status:output_type -> bagkeeper.admin.v1.StatusResponse
+	9,  // 21: bagkeeper.admin.v1.Admin.GetBags:output_type -> bagkeeper.admin.v1.GetBagsResponse
+	11, // 22: bagkeeper.admin.v1.Admin.SetBag:output_type -> bagkeeper.admin.v1.SetBagResponse
+	13, // 23: bagkeeper.admin.v1.Admin.EnsureRelation:output_type -> bagkeeper.admin.v1.EnsureRelationResponse
+	15, // 24: bagkeeper.admin.v1.Admin.RemoveUnit:output_type -> bagkeeper.admin.v1.RemoveUnitResponse
+	17, // 25: bagkeeper.admin.v1.Admin.RemoveMember:output_type -> bagkeeper.admin.v1.RemoveMemberResponse
+	21, // 26: bagkeeper.admin.v1.Admin.PlanRecovery:output_type -> bagkeeper.admin.v1.RecoveryPlan
+	23, // 27: bagkeeper.admin.v1.Admin.StageRecovery:output_type -> bagkeeper.admin.v1.StageRecoveryResponse
+	20, // [20:28] is the sub-list for method output_type
+	12, // [12:20] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_sidecar_adminpb_admin_proto_init() }
@@ -1861,7 +1991,7 @@ func file_sidecar_adminpb_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sidecar_adminpb_admin_proto_rawDesc), len(file_sidecar_adminpb_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

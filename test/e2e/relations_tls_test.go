@@ -86,4 +86,10 @@ func TestRelationOverTLSNamesEachApplicationByItsCertificate(t *testing.T) {
 		p := ap.linked(before.unitNames())
 		return p == "", p
 	})
+	// bagkeeper status on the consumer's leader shows the stream open.
+	leader := ap.web.leaderPod(ap.web.waitOneCluster(startTimeout, "a leader", allUnitsActive))
+	r := runCLI(t, 30*time.Second, "status", "--admin-socket", leader.sock)
+	if r.code != 0 || !strings.Contains(r.stdout, "pg:db (offer we consume)") || !strings.Contains(r.stdout, "open to 127.") {
+		t.Errorf("bagkeeper status on %s: %v", leader.name, r)
+	}
 }
