@@ -107,10 +107,13 @@ func relationBags(p *pod, endpoint string) (map[string]map[string]string, bool) 
 // linked describes what is missing for the two sides to see each other
 // completely on every running pod: on web, pg's application bag with
 // credentials for appdb and pg's units; on pg, each of webUnits asking for
-// appdb ("" when nothing is missing).
-func (ap *appPair) linked(webUnits []string) string {
+// appdb ("" when nothing is missing). Pods in skip are not looked at.
+func (ap *appPair) linked(webUnits []string, skip ...*pod) string {
 	var problems []string
 	for _, p := range ap.web.runningPods() {
+		if contains(skip, p) {
+			continue
+		}
 		bags, _ := relationBags(p, "database")
 		switch {
 		case bags == nil:
@@ -436,5 +439,83 @@ func TestRemovingARelationFromEitherSidesFileEndsItOnBoth(t *testing.T) {
 				t.Errorf("the provider's charm did not revoke the grant of the ended relation: %v", got)
 			}
 		})
+	}
+}
+
+// TestControllerSeeingNoConsumerPodsChangesNothing is the controller race
+// of the original report: during a rolling replacement of the consumer,
+// discovery (what a controller watching pods reports) lists no consumer
+// pod at all for a while. Units and relations never follow a pod list:
+// nothing departs on either side, nothing is revoked, and once discovery
+// lists pods again the new pod takes the released unit with its data.
+func TestControllerSeeingNoConsumerPodsChangesNothing(t *testing.T) {
+	claim := []string{"--unit-mode", "claim", "--units", "3"}
+	ap := newAppPair(t, claim...)
+	ap.pg.startPods(3)
+	ap.relateWeb(ap.pg.runningPods())
+	_, before := ap.web.startDeployment(3)
+	webUnits := before.unitNames()
+	waitFor(t, startTimeout, "the two applications to see each other", func() (bool, string) {
+		p := ap.linked(webUnits)
+		return p == "", p
+	})
+	ap.pg.settle("the relation's creation")
+	ap.web.settle("the relation's creation")
+	watch := ap.watchBags()
+	pgMarks, sqlMark, webMarks := ap.pg.marks(), sqlMarks(ap.pg), ap.web.marks()
+
+	ap.web.setDiscovery([]string{})
+	o := ap.web.followers(before)[0]
+	unit := before.statuses[o.name].GetUnit()
+	n := ap.web.deploymentPod(randHex(3), claim...)
+	o.stop()
+	n.start()
+	// For a while the new pod finds nobody, and nothing may change: the
+	// unit stays released (not removed), the relation stays whole.
+	holdFor(t, 3*time.Second, "nothing to change while discovery lists no pod", func() (bool, string) {
+		// The new pod, alone, holds nothing yet.
+		if p := ap.linked(webUnits, n); p != "" {
+			return false, p
+		}
+		for _, p := range ap.pg.runningPods() {
+			if got := relationHooks(ap.pg.hooksSince(p, pgMarks)); len(got) > 0 {
+				return false, fmt.Sprintf("%s ran %v", p.name, got)
+			}
+		}
+		return true, ""
+	})
+	ap.web.setDiscovery(nil)
+	waitFor(t, startTimeout, n.name+" to hold "+unit+" with the credentials", func() (bool, string) {
+		st, err := n.statusNoProbe()
+		if err != nil {
+			return false, err.Error()
+		}
+		c := ap.creds(n)
+		return st.GetUnit() == unit && c != "", "holds " + st.GetUnit() + ", creds " + c
+	})
+	ap.web.settle("the replacement")
+	ap.pg.settle("the replacement")
+	if problems := watch.finish(); len(problems) > 0 {
+		t.Errorf("a consumer unit's request was seen missing:\n  %s", strings.Join(problems, "\n  "))
+	}
+	for _, p := range ap.pg.runningPods() {
+		for _, h := range relationHooks(ap.pg.hooksSince(p, pgMarks)) {
+			if h != "db-relation-changed "+unit {
+				t.Errorf("%s ran %s", p.name, h)
+			}
+		}
+	}
+	for _, p := range ap.web.runningPods() {
+		for _, h := range relationHooks(ap.web.hooksSince(p, webMarks)) {
+			if strings.HasPrefix(h, "database-") {
+				t.Errorf("%s ran %s", p.name, h)
+			}
+		}
+	}
+	if got := ap.sqlSince(sqlMark); len(got) > 0 {
+		t.Errorf("the provider changed grants: %v", got)
+	}
+	if got := ap.web.waitOneCluster(startTimeout, "the end", allUnitsActive).unitNames(); !slices.Equal(got, webUnits) {
+		t.Errorf("web's units are %v, want %v", got, webUnits)
 	}
 }
