@@ -657,14 +657,20 @@ func TestHookOfARemovedRelationMayStillWriteToIt(t *testing.T) {
 	s := newMemStore(t)
 	twoUnits(s)
 	rel := s.Must(state.EnsureRelationOp("db", "pgsql", false, "pg", "db")).GetOps()[0].GetRelationId()
-	s.Must(state.SetRemoteViewOp(rel, "pg", "cluster-pg", 5, map[string]string{"password": "pw"}, map[string]map[string]string{"pg/0": {"host": "h"}}))
+	view := state.SetRemoteViewOp(rel, "pg", "cluster-pg", 5, map[string]string{"password": "pw"}, map[string]map[string]string{"pg/0": {"host": "h"}})
+	view.GetSetRemoteView().RemoteModel = "model-of-pg"
+	s.Must(view)
 	dir := charm(t, `
 case $JUJU_HOOK_NAME in
+db-relation-joined)
+	relation-model-get --format=json >"$JUJU_CHARM_DIR/remote-model"
+	relation-model-get -r "$(relation-ids cluster)" --format=json >"$JUJU_CHARM_DIR/peer-model"
+	;;
 db-relation-departed|db-relation-broken)
 	relation-set -r "$JUJU_RELATION_ID" "gone=yes" 2>>"$JUJU_CHARM_DIR/errors" || echo "$JUJU_HOOK_NAME: relation-set failed" >>"$JUJU_CHARM_DIR/errors"
 	;;
 esac`)
-	a := startAgent(t, s, dir)
+	a := startAgent(t, s, dir, func(c *Config) { c.ModelUUID = "model-of-app" })
 	count := func(hook string) int { return strings.Count(strings.Join(a.hooks(), "\n"), hook) }
 	waitFor(t, "the relation to be joined", func() error {
 		if count("db-relation-changed pg/0") == 0 {
@@ -672,6 +678,13 @@ esac`)
 		}
 		return nil
 	})
+	// relation-model-get answers the remote application's model, and this
+	// one's for a peer relation.
+	for file, want := range map[string]string{"remote-model": `{"uuid":"model-of-pg"}`, "peer-model": `{"uuid":"model-of-app"}`} {
+		if b, _ := os.ReadFile(filepath.Join(dir, file)); strings.TrimSpace(string(b)) != want {
+			t.Errorf("relation-model-get (%s): %q, want %q", file, b, want)
+		}
+	}
 	s.Must(state.RemoveRelationOp(rel))
 	waitFor(t, "relation-broken", func() error {
 		if count("db-relation-broken") == 0 {

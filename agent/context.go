@@ -452,7 +452,15 @@ func (h *hookRelation) Endpoint() string  { return h.r.Endpoint }
 func (h *hookRelation) Key() string       { return h.r.Key() }
 func (h *hookRelation) RemoteApp() string { return h.r.RemoteApp }
 func (h *hookRelation) Peer() bool        { return h.r.Peer }
-func (h *hookRelation) ModelUUID() string { return h.c.a.cfg.ModelUUID }
+
+// ModelUUID is the model of the application at the other end: this one's
+// for a peer relation, the remote's as its view said for another.
+func (h *hookRelation) ModelUUID() string {
+	if !h.r.Peer && h.r.RemoteModel != "" {
+		return h.r.RemoteModel
+	}
+	return h.c.a.cfg.ModelUUID
+}
 
 func (h *hookRelation) Members() []string {
 	m := Members(h.c.st, h.r, h.c.unit)

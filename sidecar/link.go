@@ -84,12 +84,12 @@ func (s *Sidecar) startRelations() error {
 		}
 		rs.srv = grpc.NewServer(grpc.Creds(serverCreds))
 		linkpb.RegisterRelationsServer(rs.srv, link.NewServer(link.ServerConfig{
-			Store: s.node, App: s.cfg.App, Config: rs.cfg.Load, CertApp: certApp, Logger: s.log.With("component", "relations"),
+			Store: s.node, App: s.cfg.App, Model: s.cfg.Agent.ModelUUID, Config: rs.cfg.Load, CertApp: certApp, Logger: s.log.With("component", "relations"),
 		}))
 		go func() { _ = rs.srv.Serve(rs.ln) }()
 	}
 	rs.mgr = link.NewManager(link.ManagerConfig{
-		Store: s.node, App: s.cfg.App, Config: rs.cfg.Load, IsLeader: s.node.IsLeader, Dial: dial,
+		Store: s.node, App: s.cfg.App, Model: s.cfg.Agent.ModelUUID, Config: rs.cfg.Load, IsLeader: s.node.IsLeader, Dial: dial,
 		Logger: s.log.With("component", "relations"),
 	})
 	s.relations = rs

@@ -469,6 +469,9 @@ func (t *txn) setRemoteView(o *storepb.SetRemoteView) (*storepb.OpResult, *Comma
 	}
 	c := *r
 	c.RemoteSource, c.RemoteRevision = o.GetSource(), o.GetRevision()
+	if o.GetRemoteModel() != "" {
+		c.RemoteModel = o.GetRemoteModel()
+	}
 	t.rel().Insert(relKey(r.ID), &c)
 	return &storepb.OpResult{RelationId: r.ID}, nil
 }

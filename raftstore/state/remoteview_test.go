@@ -360,3 +360,29 @@ func TestStateHashCoversTheRemoteView(t *testing.T) {
 		}
 	}
 }
+
+func TestRemoteViewCarriesTheRemoteModel(t *testing.T) {
+	m, rel := remoteRelation(t)
+	op := state.SetRemoteViewOp(rel, "pg", "pg-cluster", 1, nil, map[string]map[string]string{"pg/0": nil})
+	op.GetSetRemoteView().RemoteModel = "model-of-pg"
+	m.Must(op)
+	if r, _ := m.State().Relation(rel); r.RemoteModel != "model-of-pg" {
+		t.Fatalf("remote model %q", r.RemoteModel)
+	}
+	// A view that says no model leaves the one held.
+	view(t, m, rel, 2, nil, map[string]map[string]string{"pg/0": nil})
+	if r, _ := m.State().Relation(rel); r.RemoteModel != "model-of-pg" {
+		t.Fatalf("remote model %q after a view without one", r.RemoteModel)
+	}
+	var buf bytes.Buffer
+	if err := state.WriteSnapshot(&buf, m.State()); err != nil {
+		t.Fatal(err)
+	}
+	got, err := state.ReadSnapshot(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := got.Relation(rel); r.RemoteModel != "model-of-pg" {
+		t.Fatalf("remote model %q after a snapshot", r.RemoteModel)
+	}
+}

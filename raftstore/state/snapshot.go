@@ -60,7 +60,7 @@ func WriteSnapshot(w io.Writer, s *State) error {
 	}
 	for _, r := range s.Relations() {
 		rec := &storepb.RelationRecord{Id: r.ID, Endpoint: r.Endpoint, Interface: r.Interface, Peer: r.Peer, RemoteApp: r.RemoteApp, RemoteEndpoint: r.RemoteEndpoint, CreatedUnixNano: unixNano(r.Created),
-			Offered: r.Offered, RemoteSource: r.RemoteSource, RemoteRevision: r.RemoteRevision}
+			Offered: r.Offered, RemoteSource: r.RemoteSource, RemoteRevision: r.RemoteRevision, RemoteModel: r.RemoteModel}
 		if err := put(&storepb.SnapshotRecord{Record: &storepb.SnapshotRecord_Relation{Relation: rec}}); err != nil {
 			return err
 		}
@@ -193,7 +193,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		case *storepb.SnapshotRecord_Relation:
 			r := x.Relation
 			rel.Insert(relKey(r.GetId()), &Relation{ID: r.GetId(), Endpoint: r.GetEndpoint(), Interface: r.GetInterface(), Peer: r.GetPeer(), RemoteApp: r.GetRemoteApp(), RemoteEndpoint: r.GetRemoteEndpoint(), Created: fromUnixNano(r.GetCreatedUnixNano()),
-				Offered: r.GetOffered(), RemoteSource: r.GetRemoteSource(), RemoteRevision: r.GetRemoteRevision()})
+				Offered: r.GetOffered(), RemoteSource: r.GetRemoteSource(), RemoteRevision: r.GetRemoteRevision(), RemoteModel: r.GetRemoteModel()})
 		case *storepb.SnapshotRecord_Bag:
 			// A bag with no data is restored all the same: a remote unit's
 			// bag, even empty, is what makes the unit a member of its relation.

@@ -66,6 +66,9 @@ type Relation struct {
 	// revision (see SetRemoteViewOp). Both are empty until a view is applied.
 	RemoteSource   string
 	RemoteRevision uint64
+	// RemoteModel is the uuid of the remote application's model, as its
+	// last view said ("" until one said).
+	RemoteModel string
 }
 
 // Key returns the "endpoint:id" form Juju shows.

@@ -832,7 +832,10 @@ type SetRemoteView struct {
 	App map[string]string `protobuf:"bytes,5,rep,name=app,proto3" json:"app,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// One entry per remote unit in the relation, ordered by unit name; a unit
 	// with no data is in the relation all the same.
-	Units         []*RemoteUnitView `protobuf:"bytes,6,rep,name=units,proto3" json:"units,omitempty"`
+	Units []*RemoteUnitView `protobuf:"bytes,6,rep,name=units,proto3" json:"units,omitempty"`
+	// The uuid of the model the remote application runs in (what
+	// relation-model-get answers); empty leaves the one held.
+	RemoteModel   string `protobuf:"bytes,7,opt,name=remote_model,json=remoteModel,proto3" json:"remote_model,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -907,6 +910,13 @@ func (x *SetRemoteView) GetUnits() []*RemoteUnitView {
 		return x.Units
 	}
 	return nil
+}
+
+func (x *SetRemoteView) GetRemoteModel() string {
+	if x != nil {
+		return x.RemoteModel
+	}
+	return ""
 }
 
 // RemoteUnitView is one remote unit's bag in a SetRemoteView.
@@ -3509,6 +3519,7 @@ type RelationRecord struct {
 	// The source and revision of the last remote view applied (SetRemoteView).
 	RemoteSource   string `protobuf:"bytes,9,opt,name=remote_source,json=remoteSource,proto3" json:"remote_source,omitempty"`
 	RemoteRevision uint64 `protobuf:"varint,10,opt,name=remote_revision,json=remoteRevision,proto3" json:"remote_revision,omitempty"`
+	RemoteModel    string `protobuf:"bytes,11,opt,name=remote_model,json=remoteModel,proto3" json:"remote_model,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -3611,6 +3622,13 @@ func (x *RelationRecord) GetRemoteRevision() uint64 {
 		return x.RemoteRevision
 	}
 	return 0
+}
+
+func (x *RelationRecord) GetRemoteModel() string {
+	if x != nil {
+		return x.RemoteModel
+	}
+	return ""
 }
 
 type BagRecord struct {
@@ -3981,7 +3999,7 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\x11forget_divergence\x18\x16 \x01(\v2$.bagkeeper.store.v1.ForgetDivergenceH\x00R\x10forgetDivergence\x12P\n" +
 	"\x10start_generation\x18\x17 \x01(\v2#.bagkeeper.store.v1.StartGenerationH\x00R\x0fstartGeneration\x12K\n" +
 	"\x0fset_remote_view\x18\x18 \x01(\v2!.bagkeeper.store.v1.SetRemoteViewH\x00R\rsetRemoteViewB\x04\n" +
-	"\x02op\"\xb3\x02\n" +
+	"\x02op\"\xd6\x02\n" +
 	"\rSetRemoteView\x12\x1f\n" +
 	"\vrelation_id\x18\x01 \x01(\x03R\n" +
 	"relationId\x12\x1d\n" +
@@ -3990,7 +4008,8 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\x06source\x18\x03 \x01(\tR\x06source\x12\x1a\n" +
 	"\brevision\x18\x04 \x01(\x04R\brevision\x12<\n" +
 	"\x03app\x18\x05 \x03(\v2*.bagkeeper.store.v1.SetRemoteView.AppEntryR\x03app\x128\n" +
-	"\x05units\x18\x06 \x03(\v2\".bagkeeper.store.v1.RemoteUnitViewR\x05units\x1a6\n" +
+	"\x05units\x18\x06 \x03(\v2\".bagkeeper.store.v1.RemoteUnitViewR\x05units\x12!\n" +
+	"\fremote_model\x18\a \x01(\tR\vremoteModel\x1a6\n" +
 	"\bAppEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9f\x01\n" +
@@ -4200,7 +4219,7 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12,\n" +
 	"\x12acquired_unix_nano\x18\x03 \x01(\x03R\x10acquiredUnixNano\x12*\n" +
 	"\x11expires_unix_nano\x18\x04 \x01(\x03R\x0fexpiresUnixNano\x12\x14\n" +
-	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\"\xca\x02\n" +
+	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\"\xed\x02\n" +
 	"\x0eRelationRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x1a\n" +
 	"\bendpoint\x18\x02 \x01(\tR\bendpoint\x12\x1c\n" +
@@ -4213,7 +4232,8 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\aoffered\x18\b \x01(\bR\aoffered\x12#\n" +
 	"\rremote_source\x18\t \x01(\tR\fremoteSource\x12'\n" +
 	"\x0fremote_revision\x18\n" +
-	" \x01(\x04R\x0eremoteRevision\"\xfb\x01\n" +
+	" \x01(\x04R\x0eremoteRevision\x12!\n" +
+	"\fremote_model\x18\v \x01(\tR\vremoteModel\"\xfb\x01\n" +
 	"\tBagRecord\x12\x1f\n" +
 	"\vrelation_id\x18\x01 \x01(\x03R\n" +
 	"relationId\x12\x14\n" +

@@ -24,8 +24,8 @@ import (
 // file no longer declares.
 type ManagerConfig struct {
 	Store Store
-	// App is this application.
-	App string
+	// App is this application, and Model the uuid of its model.
+	App, Model string
 	// Config returns the relations file in force (hot-reloaded).
 	Config func() *relconf.Config
 	// IsLeader reports whether this member is the raft leader; only the
@@ -383,7 +383,7 @@ func (m *Manager) session(ctx context.Context, e relconf.Relation, addr string) 
 	relID := res.GetOps()[0].GetRelationId()
 	m.setStatus(RelationStatus{Key: e.Key(), Connected: true, Address: addr, Since: time.Now()})
 	m.cfg.Logger.Info("relation stream open", "relation", e.Key(), "address", addr)
-	err = exchange(ctx, m.cfg.Store, s, relID, e.App, first.GetWelcome().GetHave().GetDigest(), m.cfg.Logger)
+	err = exchange(ctx, m.cfg.Store, s, relID, e.App, m.cfg.Model, first.GetWelcome().GetHave().GetDigest(), m.cfg.Logger)
 	var gb *RemoteGoodbye
 	if errors.As(err, &gb) {
 		return m.goodbye(ctx, e, gb)

@@ -77,14 +77,14 @@ func newPairWith(t *testing.T, creds credentials.TransportCredentials, certApp f
 	p.addr = p.listener.Addr().String()
 	p.webCfg.Store(p.relation(token))
 	p.srv = grpc.NewServer(grpc.Creds(creds))
-	linkpb.RegisterRelationsServer(p.srv, link.NewServer(link.ServerConfig{Store: p.pg, App: "pg", Config: p.pgCfg.Load, CertApp: certApp}))
+	linkpb.RegisterRelationsServer(p.srv, link.NewServer(link.ServerConfig{Store: p.pg, App: "pg", Model: "model-pg", Config: p.pgCfg.Load, CertApp: certApp}))
 	go func() { _ = p.srv.Serve(p.listener) }()
 	fast := func(cfg link.ManagerConfig) link.ManagerConfig {
 		cfg.Interval, cfg.RetryMin, cfg.RetryMax, cfg.RefusedRetry = 20*time.Millisecond, 10*time.Millisecond, 50*time.Millisecond, 100*time.Millisecond
 		return cfg
 	}
-	p.pgMgr = link.NewManager(fast(link.ManagerConfig{Store: p.pg, App: "pg", Config: p.pgCfg.Load, IsLeader: p.pg.IsLeader, Dial: pgDial}))
-	p.webMgr = link.NewManager(fast(link.ManagerConfig{Store: p.web, App: "web", Config: p.webCfg.Load, IsLeader: p.web.IsLeader, Dial: webDial}))
+	p.pgMgr = link.NewManager(fast(link.ManagerConfig{Store: p.pg, App: "pg", Model: "model-pg", Config: p.pgCfg.Load, IsLeader: p.pg.IsLeader, Dial: pgDial}))
+	p.webMgr = link.NewManager(fast(link.ManagerConfig{Store: p.web, App: "web", Model: "model-web", Config: p.webCfg.Load, IsLeader: p.web.IsLeader, Dial: webDial}))
 	t.Cleanup(p.stop)
 	return p
 }
@@ -176,6 +176,9 @@ func TestBothSidesHoldEachOthersView(t *testing.T) {
 	_, wr := bags(p.web.State(), "database")
 	if wr.Offered || wr.RemoteApp != "pg" || wr.RemoteEndpoint != "db" {
 		t.Fatalf("web's relation %+v, want consumed database to pg:db", wr)
+	}
+	if pr.RemoteModel != "model-web" || wr.RemoteModel != "model-pg" {
+		t.Fatalf("remote models: pg holds %q, web holds %q", pr.RemoteModel, wr.RemoteModel)
 	}
 
 	// Each side's writes reach the other: unit bags, application bags.

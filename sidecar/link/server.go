@@ -41,8 +41,8 @@ type Store interface {
 // ServerConfig configures the Relations service of a providing application.
 type ServerConfig struct {
 	Store Store
-	// App is this application.
-	App string
+	// App is this application, and Model the uuid of its model.
+	App, Model string
 	// Config returns the relations file in force (hot-reloaded).
 	Config func() *relconf.Config
 	// CertApp returns the application named by the caller's client
@@ -168,7 +168,7 @@ func (s *Server) Relate(stream linkpb.Relations_RelateServer) error {
 		return err
 	}
 	s.cfg.Logger.Info("relation stream open", "relation", r.Key(), "consumer", consumer+":"+hello.GetConsumerEndpoint())
-	err = exchange(ctx, s.cfg.Store, stream, relID, consumer, hello.GetHave().GetDigest(), s.cfg.Logger)
+	err = exchange(ctx, s.cfg.Store, stream, relID, consumer, s.cfg.Model, hello.GetHave().GetDigest(), s.cfg.Logger)
 	var gb goodbyeError
 	if errors.As(err, &gb) {
 		return stream.Send(&linkpb.Message{Msg: &linkpb.Message_Goodbye{Goodbye: &linkpb.Goodbye{Reason: string(gb)}}})
@@ -213,7 +213,7 @@ type stream interface {
 // goodbyeError) or the other side said Goodbye (a *remoteGoodbye).
 // Received views are committed to this side's log; this side's view is sent
 // whenever its digest differs from the last one the other side holds.
-func exchange(ctx context.Context, store Store, s stream, relID int64, remoteApp string, have []byte, log *slog.Logger) error {
+func exchange(ctx context.Context, store Store, s stream, relID int64, remoteApp, model string, have []byte, log *slog.Logger) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	recvErr := make(chan error, 1)
@@ -260,7 +260,7 @@ func exchange(ctx context.Context, store Store, s stream, relID int64, remoteApp
 		if !ok {
 			return goodbyeError(fmt.Sprintf("application %q removed the relation", st.App()))
 		}
-		v := localView(st, r)
+		v := localView(st, r, model)
 		if d := digest(v); !bytes.Equal(d, sent) {
 			if err := s.Send(&linkpb.Message{Msg: &linkpb.Message_View{View: v}}); err != nil {
 				return err

@@ -30,8 +30,8 @@ import (
 // application bag and every unit that is not removed, with its unit bag
 // (empty when it wrote nothing). A released unit stays: its pod is being
 // replaced and the unit comes back; only removal is a departure.
-func localView(st *state.State, r *state.Relation) *linkpb.View {
-	v := &linkpb.View{Source: st.ClusterID(), Revision: st.Index()}
+func localView(st *state.State, r *state.Relation, model string) *linkpb.View {
+	v := &linkpb.View{Source: st.ClusterID(), Revision: st.Index(), Model: model}
 	if b, ok := st.Bag(r.ID, st.App()); ok {
 		v.App = b.Data.Map()
 	}
@@ -51,7 +51,7 @@ func localView(st *state.State, r *state.Relation) *linkpb.View {
 
 // remoteMark says which view of the remote side st holds for relation r.
 func remoteMark(st *state.State, r *state.Relation) *linkpb.ViewMark {
-	v := &linkpb.View{}
+	v := &linkpb.View{Model: r.RemoteModel}
 	for _, b := range st.Bags(r.ID) {
 		switch app, _, ok := state.ParseUnitName(b.Owner); {
 		case ok && app == r.RemoteApp:
@@ -68,7 +68,8 @@ func sortUnits(units []*linkpb.UnitView) {
 	slices.SortFunc(units, func(a, b *linkpb.UnitView) int { return strings.Compare(a.GetUnit(), b.GetUnit()) })
 }
 
-// digest is a hash of a view's content (not its source or revision):
+// digest is a hash of a view's content and model (not its source or
+// revision):
 // length-prefixed, keys in order, so equal content gives an equal digest.
 func digest(v *linkpb.View) []byte {
 	h := sha256.New()
@@ -91,6 +92,7 @@ func digest(v *linkpb.View) []byte {
 			str(m[k])
 		}
 	}
+	str(v.GetModel())
 	bag(v.GetApp())
 	units := slices.Clone(v.GetUnits())
 	sortUnits(units)
@@ -107,5 +109,7 @@ func setRemoteView(relationID int64, remoteApp string, v *linkpb.View) *storepb.
 	for _, u := range v.GetUnits() {
 		units[u.GetUnit()] = u.GetData()
 	}
-	return state.SetRemoteViewOp(relationID, remoteApp, v.GetSource(), v.GetRevision(), v.GetApp(), units)
+	op := state.SetRemoteViewOp(relationID, remoteApp, v.GetSource(), v.GetRevision(), v.GetApp(), units)
+	op.GetSetRemoteView().RemoteModel = v.GetModel()
+	return op
 }

@@ -348,11 +348,13 @@ func (x *ViewMark) GetDigest() []byte {
 // View is one side of a relation at one revision: the application bag,
 // and every unit in the relation with its unit bag.
 type View struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Source        string                 `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
-	Revision      uint64                 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
-	App           map[string]string      `protobuf:"bytes,3,rep,name=app,proto3" json:"app,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Units         []*UnitView            `protobuf:"bytes,4,rep,name=units,proto3" json:"units,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Source   string                 `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"`
+	Revision uint64                 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	App      map[string]string      `protobuf:"bytes,3,rep,name=app,proto3" json:"app,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Units    []*UnitView            `protobuf:"bytes,4,rep,name=units,proto3" json:"units,omitempty"`
+	// The uuid of the sender's model (relation-model-get on the other side).
+	Model         string `protobuf:"bytes,5,opt,name=model,proto3" json:"model,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -413,6 +415,13 @@ func (x *View) GetUnits() []*UnitView {
 		return x.Units
 	}
 	return nil
+}
+
+func (x *View) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
 }
 
 type UnitView struct {
@@ -633,12 +642,13 @@ const file_sidecar_link_linkpb_link_proto_rawDesc = "" +
 	"\bViewMark\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\tR\x06source\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\x04R\brevision\x12\x16\n" +
-	"\x06digest\x18\x03 \x01(\fR\x06digest\"\xd9\x01\n" +
+	"\x06digest\x18\x03 \x01(\fR\x06digest\"\xef\x01\n" +
 	"\x04View\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\tR\x06source\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\x04R\brevision\x122\n" +
 	"\x03app\x18\x03 \x03(\v2 .bagkeeper.link.v1.View.AppEntryR\x03app\x121\n" +
-	"\x05units\x18\x04 \x03(\v2\x1b.bagkeeper.link.v1.UnitViewR\x05units\x1a6\n" +
+	"\x05units\x18\x04 \x03(\v2\x1b.bagkeeper.link.v1.UnitViewR\x05units\x12\x14\n" +
+	"\x05model\x18\x05 \x01(\tR\x05model\x1a6\n" +
 	"\bAppEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x92\x01\n" +
