@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -80,6 +82,10 @@ type adminServer struct {
 	log      *slog.Logger
 }
 
+func streamStatus(ls link.RelationStatus) *adminpb.RelationStream {
+	return &adminpb.RelationStream{Connected: ls.Connected, Address: ls.Address, LastError: ls.LastError, SinceUnixNano: ls.Since.UnixNano()}
+}
+
 func (s *Sidecar) newAdminServer() *adminServer {
 	a := &adminServer{n: s.node, unit: s.Unit, ready: s.Ready, log: s.log}
 	if rs := s.relations; rs != nil {
@@ -153,11 +159,19 @@ func (a *adminServer) Status(ctx context.Context, req *adminpb.StatusRequest) (*
 	for _, rel := range st.Relations() {
 		pr := &adminpb.Relation{Id: rel.ID, Key: rel.Key(), Interface: rel.Interface, Peer: rel.Peer, RemoteApp: rel.RemoteApp, RemoteEndpoint: rel.RemoteEndpoint, Bags: int32(len(st.Bags(rel.ID))),
 			Offered: rel.Offered, RemoteSource: rel.RemoteSource, RemoteRevision: rel.RemoteRevision}
-		if ls, ok := streams[relconf.Relation{Endpoint: rel.Endpoint, App: rel.RemoteApp, Offer: rel.RemoteEndpoint}.Key()]; ok && !rel.Peer && !rel.Offered {
-			pr.Stream = &adminpb.RelationStream{Connected: ls.Connected, Address: ls.Address, LastError: ls.LastError, SinceUnixNano: ls.Since.UnixNano()}
+		key := relconf.Relation{Endpoint: rel.Endpoint, App: rel.RemoteApp, Offer: rel.RemoteEndpoint}.Key()
+		if ls, ok := streams[key]; ok && !rel.Peer && !rel.Offered {
+			pr.Stream = streamStatus(ls)
+			delete(streams, key)
 		}
 		resp.Relations = append(resp.Relations, pr)
 	}
+	// Declared relations the provider has not accepted yet: no relation
+	// exists, but the stream trying to make it does.
+	for _, ls := range streams {
+		resp.Relations = append(resp.Relations, &adminpb.Relation{Id: -1, Key: ls.Endpoint + " (not made yet)", RemoteApp: ls.App, RemoteEndpoint: ls.Offer, Stream: streamStatus(ls)})
+	}
+	slices.SortStableFunc(resp.Relations[len(st.Relations()):], func(a, b *adminpb.Relation) int { return strings.Compare(a.GetKey(), b.GetKey()) })
 	return resp, nil
 }
 

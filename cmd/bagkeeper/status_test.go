@@ -52,6 +52,8 @@ func TestStatusShowsRelationsBetweenApplications(t *testing.T) {
 			{Id: 2, Key: "cache:2", Interface: "redis", RemoteApp: "redis", RemoteEndpoint: "cache", Bags: 0,
 				Stream: &adminpb.RelationStream{LastError: "connection refused", SinceUnixNano: now.Add(-3 * time.Second).UnixNano()}},
 			{Id: 3, Key: "api:3", Interface: "http", RemoteApp: "front", RemoteEndpoint: "backend", Offered: true, Bags: 2, RemoteRevision: 9},
+			{Id: -1, Key: "metrics (not made yet)", RemoteApp: "prom", RemoteEndpoint: "scrape",
+				Stream: &adminpb.RelationStream{LastError: "wrong or missing token for offer", SinceUnixNano: now.Add(-time.Minute).UnixNano()}},
 		},
 		RelationsFileError: "line 3: relations[0] (? -> pg:db): endpoint: missing",
 	}
@@ -65,6 +67,8 @@ func TestStatusShowsRelationsBetweenApplications(t *testing.T) {
 		"none yet",
 		"down for 3s: connection refused",
 		"front:backend (consumes our offer)",
+		"metrics (not made yet)",
+		"down for 1m0s: wrong or missing token for offer",
 		"The relations file is not loaded; the previous one stays in force: line 3",
 	} {
 		if !strings.Contains(out, want) {

@@ -44,7 +44,11 @@ type ManagerConfig struct {
 	// RefusedRetry is how long a relation the provider refused (Goodbye)
 	// waits before asking again (default 30 s).
 	RefusedRetry time.Duration
-	Logger       *slog.Logger
+	// UnrelateFor is how long a consumer keeps trying to tell the
+	// provider that it removed a relation before it removes its own side
+	// anyway (default 1 min).
+	UnrelateFor time.Duration
+	Logger      *slog.Logger
 }
 
 // Manager runs the leader's side of the link.
@@ -61,11 +65,14 @@ type Manager struct {
 
 // RelationStatus is how one declared relation stands, as the leader sees it.
 type RelationStatus struct {
-	Key       string
-	Connected bool
-	Address   string
-	LastError string
-	Since     time.Time
+	// Key is the relations-file entry's key (relconf.Relation.Key);
+	// Endpoint, App and Offer are its parts.
+	Key                  string
+	Endpoint, App, Offer string
+	Connected            bool
+	Address              string
+	LastError            string
+	Since                time.Time
 }
 
 // NewManager returns a manager; call Run.
@@ -84,6 +91,9 @@ func NewManager(cfg ManagerConfig) *Manager {
 	}
 	if cfg.RefusedRetry <= 0 {
 		cfg.RefusedRetry = 30 * time.Second
+	}
+	if cfg.UnrelateFor <= 0 {
+		cfg.UnrelateFor = time.Minute
 	}
 	return &Manager{cfg: cfg, kick: make(chan struct{}, 1), status: map[string]RelationStatus{}, known: map[string]relconf.Relation{}}
 }
@@ -250,8 +260,9 @@ func (m *Manager) undeclared(cfg *relconf.Config) []removal {
 }
 
 // remove removes an undeclared relation: a consumed one after telling its
-// provider (tried for a while, then given up: the consumer's own relations
-// file decides), an offered one at once (its stream says Goodbye).
+// provider (tried for ManagerConfig.UnrelateFor, then given up: the
+// consumer's own relations file decides), an offered one at once (its
+// stream says Goodbye).
 func (m *Manager) remove(ctx context.Context, rm removal) {
 	r := rm.rel
 	if rm.consumed {
@@ -273,20 +284,31 @@ func (m *Manager) remove(ctx context.Context, rm removal) {
 func (m *Manager) unrelate(ctx context.Context, r *state.Relation, addresses []string, token []byte) {
 	req := &linkpb.UnrelateRequest{ConsumerApp: m.cfg.App, ConsumerEndpoint: r.Endpoint, Offer: r.RemoteEndpoint}
 	var last error
-	for _, addr := range addresses {
+	deadline := time.Now().Add(m.cfg.UnrelateFor)
+	backoff := m.cfg.RetryMin
+	for attempt := 0; ; attempt++ {
+		addr := addresses[attempt%len(addresses)]
 		conn, err := m.cfg.Dial(addr, r.RemoteApp)
-		if err != nil {
-			last = err
-			continue
-		}
-		cctx, cancel := context.WithTimeout(withToken(ctx, token), 5*time.Second)
-		_, err = linkpb.NewRelationsClient(conn).Unrelate(cctx, req)
-		cancel()
-		conn.Close()
 		if err == nil {
-			return
+			cctx, cancel := context.WithTimeout(withToken(ctx, token), 5*time.Second)
+			_, err = linkpb.NewRelationsClient(conn).Unrelate(cctx, req, grpc.MaxCallRecvMsgSize(MaxMessageSize))
+			cancel()
+			conn.Close()
+			if err == nil {
+				return
+			}
 		}
 		last = err
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		backoff = min(2*backoff, m.cfg.RetryMax)
 	}
 	m.cfg.Logger.Warn("could not tell the provider that the relation is removed; removing it here", "relation", r.Key(), "remote", r.RemoteApp+":"+r.RemoteEndpoint, "err", last)
 }
@@ -318,7 +340,7 @@ func (m *Manager) consume(ctx context.Context, e relconf.Relation) {
 		} else {
 			m.cfg.Logger.Warn("relation stream ended", "relation", key, "address", addr, "err", err)
 		}
-		m.setStatus(RelationStatus{Key: key, Address: addr, LastError: errString(err), Since: time.Now()})
+		m.setStatus(RelationStatus{Key: key, Endpoint: e.Endpoint, App: e.App, Offer: e.Offer, Address: addr, LastError: errString(err), Since: time.Now()})
 		if time.Since(start) > 10*backoff {
 			backoff = m.cfg.RetryMin
 		} else {
@@ -355,7 +377,7 @@ func (m *Manager) session(ctx context.Context, e relconf.Relation, addr string) 
 	if r, ok := st.FindRelation(e.Endpoint, e.App, e.Offer); ok {
 		hello.Have = remoteMark(st, r)
 	}
-	s, err := linkpb.NewRelationsClient(conn).Relate(withToken(ctx, e.Token))
+	s, err := linkpb.NewRelationsClient(conn).Relate(withToken(ctx, e.Token), grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize))
 	if err != nil {
 		return err
 	}
@@ -371,6 +393,9 @@ func (m *Manager) session(ctx context.Context, e relconf.Relation, addr string) 
 		gb := &RemoteGoodbye{Reason: x.Goodbye.GetReason()}
 		return m.goodbye(ctx, e, gb)
 	case *linkpb.Message_Welcome:
+		if got := x.Welcome.GetProviderApp(); got != e.App {
+			return fmt.Errorf("the member at %s is of application %q, not %q", addr, got, e.App)
+		}
 	default:
 		return fmt.Errorf("the provider answered Hello with %T", first.Msg)
 	}
@@ -381,7 +406,7 @@ func (m *Manager) session(ctx context.Context, e relconf.Relation, addr string) 
 		return fmt.Errorf("could not record the relation: %w", err)
 	}
 	relID := res.GetOps()[0].GetRelationId()
-	m.setStatus(RelationStatus{Key: e.Key(), Connected: true, Address: addr, Since: time.Now()})
+	m.setStatus(RelationStatus{Key: e.Key(), Endpoint: e.Endpoint, App: e.App, Offer: e.Offer, Connected: true, Address: addr, Since: time.Now()})
 	m.cfg.Logger.Info("relation stream open", "relation", e.Key(), "address", addr)
 	err = exchange(ctx, m.cfg.Store, s, relID, e.App, m.cfg.Model, first.GetWelcome().GetHave().GetDigest(), m.cfg.Logger)
 	var gb *RemoteGoodbye

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -76,7 +77,7 @@ func newPairWith(t *testing.T, creds credentials.TransportCredentials, certApp f
 	}
 	p.addr = p.listener.Addr().String()
 	p.webCfg.Store(p.relation(token))
-	p.srv = grpc.NewServer(grpc.Creds(creds))
+	p.srv = grpc.NewServer(append(link.ServerOptions(), grpc.Creds(creds))...)
 	linkpb.RegisterRelationsServer(p.srv, link.NewServer(link.ServerConfig{Store: p.pg, App: "pg", Model: "model-pg", Config: p.pgCfg.Load, CertApp: certApp}))
 	go func() { _ = p.srv.Serve(p.listener) }()
 	fast := func(cfg link.ManagerConfig) link.ManagerConfig {
@@ -158,6 +159,12 @@ func (p *pair) linked() {
 		}
 		if _, ok := webSide["pg/0"]; !ok {
 			return false, "web holds no pg/0"
+		}
+		if _, ok := pgSide["web/0"]; !ok {
+			return false, "pg holds no web/0"
+		}
+		if pr.RemoteModel == "" || wr.RemoteModel == "" {
+			return false, "a side holds no remote model yet"
 		}
 		return true, ""
 	})
@@ -394,5 +401,72 @@ func TestOnlyTheLeaderRunsStreams(t *testing.T) {
 	p.web.SetLeader(false)
 	p.waitFor("the stream to stop", func() (bool, string) {
 		return len(p.webMgr.Status()) == 0, fmt.Sprint(p.webMgr.Status())
+	})
+}
+
+// TestUnrelateRemovesOnlyWhatTheCallerMayEnd: Unrelate ends only the
+// offering side of a relation, for a caller the offer admits.
+func TestUnrelateRemovesOnlyWhatTheCallerMayEnd(t *testing.T) {
+	p := newPair(t)
+	conn, err := grpc.NewClient(p.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := linkpb.NewRelationsClient(conn)
+	unrelate := func(tok string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if tok != "" {
+			ctx = metadata.AppendToOutgoingContext(ctx, link.TokenHeader, tok)
+		}
+		_, err := c.Unrelate(ctx, &linkpb.UnrelateRequest{ConsumerApp: "web", ConsumerEndpoint: "database", Offer: "db"})
+		return err
+	}
+	// pg consumes an offer of web's under the same names (made by hand,
+	// with no manager running): not the caller's to end.
+	consumed := p.pg.Must(state.EnsureRelationOp("db", "pgsql", false, "web", "database")).GetOps()[0].GetRelationId()
+	if err := unrelate(""); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("without a token: %v", err)
+	}
+	if err := unrelate(token); err != nil {
+		t.Errorf("for a relation pg consumes: %v", err)
+	}
+	if _, ok := p.pg.State().Relation(consumed); !ok {
+		t.Fatal("Unrelate removed a relation the provider consumes")
+	}
+	p.pg.Must(state.RemoveRelationOp(consumed))
+
+	p.start()
+	p.linked()
+	p.stopManagers()
+	p.pgCfg.Store(offers("api"))
+	if err := unrelate(token); err != nil {
+		t.Errorf("for an offer that no longer lists the caller: %v", err)
+	}
+	if _, pr := bags(p.pg.State(), "db"); pr == nil {
+		t.Fatal("Unrelate from a caller the offer no longer lists removed the relation")
+	}
+	p.pgCfg.Store(offers("web"))
+	if err := unrelate(token); err != nil {
+		t.Fatal(err)
+	}
+	if _, pr := bags(p.pg.State(), "db"); pr != nil {
+		t.Fatalf("the offered relation is still there: %+v", pr)
+	}
+}
+
+// TestViewsLargerThanGRPCsDefaultLimitPass: a relation whose bags hold
+// more than gRPC's default 4 MiB message still flows.
+func TestViewsLargerThanGRPCsDefaultLimitPass(t *testing.T) {
+	p := newPair(t)
+	p.start()
+	p.linked()
+	_, pr := bags(p.pg.State(), "db")
+	big := strings.Repeat("x", 5<<20)
+	p.pg.Must(state.UpdateBagOp(pr.ID, "pg", map[string]string{"blob": big}))
+	p.waitFor("the 5 MiB bag to reach web", func() (bool, string) {
+		webSide, _ := bags(p.web.State(), "database")
+		return len(webSide["pg"]["blob"]) == len(big), fmt.Sprintf("%d bytes", len(webSide["pg"]["blob"]))
 	})
 }

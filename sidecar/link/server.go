@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
@@ -28,6 +29,16 @@ const helloTimeout = 10 * time.Second
 
 // applyTimeout bounds one commit of the link (a view, a relation).
 const applyTimeout = 15 * time.Second
+
+// MaxMessageSize is the largest message of the Relations service, on both
+// ends: a view as large as one raft command may be (gRPC's default of
+// 4 MiB would stop a relation whose bags hold more).
+const MaxMessageSize = state.MaxCommandSize + 1<<20
+
+// ServerOptions are the gRPC server options the Relations service needs.
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxMessageSize), grpc.MaxSendMsgSize(MaxMessageSize)}
+}
 
 // Store is what the link needs of the raft member: the applied state, a
 // signal when it changes, and commits (forwarded to the leader by any
@@ -179,15 +190,19 @@ func (s *Server) Relate(stream linkpb.Relations_RelateServer) error {
 // Unrelate removes the provider's side of a relation the consumer removed.
 func (s *Server) Unrelate(ctx context.Context, req *linkpb.UnrelateRequest) (*linkpb.UnrelateResponse, error) {
 	_, consumer, ref := s.admit(ctx, "", req.GetConsumerApp(), req.GetConsumerEndpoint(), req.GetOffer())
-	if ref != nil && ref.err != nil {
+	switch {
+	case ref != nil && ref.err != nil:
 		s.refuse(ctx, "unrelate", ref)
 		return nil, ref.err
-	}
-	if consumer == "" {
-		consumer = req.GetConsumerApp() // no longer offered: remove what is left
+	case ref != nil:
+		// Not (or no longer) offered to the caller: the leader removes
+		// such relations on its own, and the caller, who proved nothing,
+		// removes nothing.
+		return &linkpb.UnrelateResponse{}, nil
 	}
 	r, ok := s.cfg.Store.State().FindRelation(req.GetOffer(), consumer, req.GetConsumerEndpoint())
-	if !ok {
+	if !ok || !r.Offered {
+		// Only the offering side of a relation is the consumer's to end.
 		return &linkpb.UnrelateResponse{}, nil
 	}
 	if _, err := s.cfg.Store.Apply(ctx, state.NewCommand(state.RemoveRelationOp(r.ID))); err != nil && !errors.Is(err, state.ErrNotFound) {
