@@ -34,7 +34,11 @@ lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
-## demo: three sidecars on loopback; one pod is replaced by an empty one on a new address
+## demo: sidecars on loopback, in two parts: three pods of one application,
+## one replaced by an empty pod on a new address; then a consumer application
+## whose pods are all replaced while related to a database provider (with a
+## throwaway PostgreSQL when it is installed; DEMO_POSTGRESQL=no leaves it
+## out): nothing departs, nothing is revoked, the credentials stay the same
 demo: build
 	test/demo/demo.sh $(BIN)/bagkeeper
 
