@@ -144,7 +144,7 @@ func (s *Sidecar) startRelations() error {
 	// certificate files, and an application is the one its certificate
 	// names (link.AppURIPrefix); without it, every offer has a token.
 	serverCreds, dial := insecure.NewCredentials(), func(addr, _ string) (*grpc.ClientConn, error) {
-		return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		return grpc.NewClient(addr, append(link.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	}
 	var certApp func(context.Context) (string, error)
 	if s.cfg.TLS != nil {
@@ -155,7 +155,7 @@ func (s *Sidecar) startRelations() error {
 		}
 		serverCreds, certApp = credentials.NewTLS(link.ServerTLS(rs.certs.ServerConfig())), link.CallerApp
 		dial = func(addr, app string) (*grpc.ClientConn, error) {
-			return grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(link.ClientTLS(rs.certs.ClientConfig(), app))))
+			return grpc.NewClient(addr, append(link.DialOptions(), grpc.WithTransportCredentials(credentials.NewTLS(link.ClientTLS(rs.certs.ClientConfig(), app))))...)
 		}
 	}
 	if s.cfg.RelationsBind != "" {

@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -35,9 +36,31 @@ const applyTimeout = 15 * time.Second
 // 4 MiB would stop a relation whose bags hold more).
 const MaxMessageSize = state.MaxCommandSize + 1<<20
 
+// Keepalive: a stream carries nothing while neither side changes, so
+// without pings a peer that froze or vanished without closing its
+// connections (a paused or partitioned pod) would look connected for as long
+// as TCP takes to give up (minutes). Each end pings the other after
+// keepaliveTime of silence and drops the connection if no answer comes
+// within keepaliveTimeout: the consumer then reconnects through another
+// address, and the provider's member ends its side of the stream.
+const (
+	keepaliveTime    = 10 * time.Second
+	keepaliveTimeout = 5 * time.Second
+)
+
 // ServerOptions are the gRPC server options the Relations service needs.
 func ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{grpc.MaxRecvMsgSize(MaxMessageSize), grpc.MaxSendMsgSize(MaxMessageSize)}
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(MaxMessageSize), grpc.MaxSendMsgSize(MaxMessageSize),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: keepaliveTime, Timeout: keepaliveTimeout}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveTime / 2, PermitWithoutStream: true}),
+	}
+}
+
+// DialOptions are the gRPC dial options of a consumer (add the transport
+// credentials).
+func DialOptions() []grpc.DialOption {
+	return []grpc.DialOption{grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout})}
 }
 
 // Store is what the link needs of the raft member: the applied state, a

@@ -519,3 +519,56 @@ func TestControllerSeeingNoConsumerPodsChangesNothing(t *testing.T) {
 		t.Errorf("web's units are %v, want %v", got, webUnits)
 	}
 }
+
+// TestAFrozenProviderMemberIsLeftForAnother: the consumer's stream goes to
+// one provider member; when that member freezes (SIGSTOP: its connections
+// stay open, nothing answers), the consumer notices by keepalive within
+// seconds and reconnects through another address, so a change the rest of
+// the provider's group makes still reaches it.
+func TestAFrozenProviderMemberIsLeftForAnother(t *testing.T) {
+	ap := newAppPair(t)
+	ap.pg.startPods(3)
+	pgPods := ap.pg.runningPods()
+	ap.relateWeb(pgPods)
+	_, before := ap.web.startDeployment(3)
+	waitFor(t, startTimeout, "the two applications to see each other", func() (bool, string) {
+		p := ap.linked(before.unitNames())
+		return p == "", p
+	})
+	// The first address of the entry is pg-0's: the stream runs there
+	// (the consumer tries its addresses in order).
+	leader := ap.web.leaderPod(ap.web.waitOneCluster(startTimeout, "a leader", allUnitsActive))
+	waitFor(t, startTimeout, "the stream to run through pg-0", func() (bool, string) {
+		r := runCLI(t, 30*time.Second, "status", "--admin-socket", leader.sock)
+		return strings.Contains(r.stdout, "open to "+pgPods[0].relAddr()), r.stdout
+	})
+	pgPods[0].pause()
+	defer pgPods[0].resume()
+	other := pgPods[1]
+	var rel int64 = -1
+	if r, err := other.getBags(); err == nil {
+		for _, b := range r.GetBags() {
+			if strings.HasPrefix(b.GetRelation(), "db:") {
+				rel = b.GetRelationId()
+			}
+		}
+	}
+	if rel < 0 {
+		t.Fatal("pg-1 holds no db relation")
+	}
+	waitFor(t, startTimeout, "a write to pg's application bag without pg-0", func() (bool, string) {
+		if err := other.setBag(5*time.Second, rel, "pg", map[string]string{"marker": "while pg-0 is frozen"}); err != nil {
+			return false, err.Error()
+		}
+		return true, ""
+	})
+	waitFor(t, startTimeout, "the change to reach every web pod", func() (bool, string) {
+		for _, p := range ap.web.runningPods() {
+			bags, _ := relationBags(p, "database")
+			if bags["pg"]["marker"] != "while pg-0 is frozen" {
+				return false, fmt.Sprintf("%s: %v", p.name, bags["pg"])
+			}
+		}
+		return true, ""
+	})
+}
