@@ -99,6 +99,16 @@ type bagkeeperTarget struct {
 	// extraArgs are added to every member's command line (the hook
 	// measurement runs the unit agent with a charm).
 	extraArgs func(m *bkMember) []string
+	// app is the application the sidecars serve (default bkApp).
+	app string
+}
+
+// appName is the application the sidecars serve.
+func (b *bagkeeperTarget) appName() string {
+	if b.app != "" {
+		return b.app
+	}
+	return bkApp
 }
 
 // bkMember is one sidecar of the bagkeeper cluster. Its slot (index, pod
@@ -268,7 +278,7 @@ func (b *bagkeeperTarget) Start(ctx context.Context, dir string) error {
 	for i := range bkMemberCount {
 		m := &bkMember{
 			index:   i,
-			pod:     fmt.Sprintf("%s-%d", bkApp, i),
+			pod:     fmt.Sprintf("%s-%d", b.appName(), i),
 			dataDir: filepath.Join(dir, fmt.Sprintf("m%d", i)),
 			socket:  filepath.Join(sockDir, fmt.Sprintf("m%d.sock", i)),
 			logPath: filepath.Join(dir, fmt.Sprintf("m%d.log", i)),
@@ -366,7 +376,7 @@ func (b *bagkeeperTarget) peerAddrs() []string {
 func (b *bagkeeperTarget) startMember(m *bkMember) error {
 	args := []string{
 		"run",
-		"--app=" + bkApp,
+		"--app=" + b.appName(),
 		"--pod-name=" + m.pod,
 		"--data-dir=" + m.dataDir,
 		"--bind=" + m.raftAddr,

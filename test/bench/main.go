@@ -66,6 +66,8 @@ var experiments = []experiment{
 	{key: "extra", run: extraExperiment},
 	// The memory soak replaces the cluster and runs for -soak-duration.
 	{key: "soak", run: soakExperiment, optIn: true},
+	// Two related applications of their own (bagkeeper only).
+	{key: "relations", run: relationsExperiment, optIn: true},
 }
 
 // extraExperiment runs the target's own measurements, if it has any.
