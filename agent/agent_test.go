@@ -663,6 +663,7 @@ func TestHookOfARemovedRelationMayStillWriteToIt(t *testing.T) {
 	dir := charm(t, `
 case $JUJU_HOOK_NAME in
 db-relation-joined)
+	relation-get - pg/7 2>"$JUJU_CHARM_DIR/not-in-relation"; echo "exit $?" >>"$JUJU_CHARM_DIR/not-in-relation"
 	relation-model-get --format=json >"$JUJU_CHARM_DIR/remote-model"
 	relation-model-get -r "$(relation-ids cluster)" --format=json >"$JUJU_CHARM_DIR/peer-model"
 	;;
@@ -684,6 +685,10 @@ esac`)
 		if b, _ := os.ReadFile(filepath.Join(dir, file)); strings.TrimSpace(string(b)) != want {
 			t.Errorf("relation-model-get (%s): %q, want %q", file, b, want)
 		}
+	}
+	// A remote unit that is not in the relation: Juju's permission denied.
+	if b, _ := os.ReadFile(filepath.Join(dir, "not-in-relation")); string(b) != "ERROR permission denied\nexit 1\n" {
+		t.Errorf("relation-get of a unit not in the relation: %q", b)
 	}
 	s.Must(state.RemoveRelationOp(rel))
 	waitFor(t, "relation-broken", func() error {

@@ -508,6 +508,11 @@ func (h *hookRelation) ReadUnit(unit string) (map[string]string, error) {
 			return nil, hooktools.ErrPermissionDenied
 		}
 	case !h.r.Peer && app == h.r.RemoteApp:
+		// Only the remote units in the relation (the hook's own remote
+		// unit too: a departing one is read in its relation-departed).
+		if _, ok := c.st.Bag(h.r.ID, unit); !ok && unit != c.hook.RemoteUnit {
+			return nil, hooktools.ErrPermissionDenied
+		}
 	default:
 		return nil, hooktools.ErrPermissionDenied
 	}
