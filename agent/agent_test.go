@@ -664,6 +664,8 @@ func TestHookOfARemovedRelationMayStillWriteToIt(t *testing.T) {
 case $JUJU_HOOK_NAME in
 db-relation-joined)
 	relation-get - pg/7 2>"$JUJU_CHARM_DIR/not-in-relation"; echo "exit $?" >>"$JUJU_CHARM_DIR/not-in-relation"
+	network-get db -r "$JUJU_RELATION_ID" --ingress-address >"$JUJU_CHARM_DIR/ingress"
+	goal-state --format=json >"$JUJU_CHARM_DIR/goal-state"
 	relation-model-get --format=json >"$JUJU_CHARM_DIR/remote-model"
 	relation-model-get -r "$(relation-ids cluster)" --format=json >"$JUJU_CHARM_DIR/peer-model"
 	;;
@@ -685,6 +687,14 @@ esac`)
 		if b, _ := os.ReadFile(filepath.Join(dir, file)); strings.TrimSpace(string(b)) != want {
 			t.Errorf("relation-model-get (%s): %q, want %q", file, b, want)
 		}
+	}
+	// network-get answers this unit's address for the relation, and
+	// goal-state lists the remote unit and application as joined.
+	if b, _ := os.ReadFile(filepath.Join(dir, "ingress")); strings.TrimSpace(string(b)) != "10.1.2.3" {
+		t.Errorf("network-get db --ingress-address: %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "goal-state")); !strings.Contains(string(b), `"db":{"pg":{"status":"joined"`) || !strings.Contains(string(b), `"pg/0":{"status":"joined"`) {
+		t.Errorf("goal-state: %s", b)
 	}
 	// A remote unit that is not in the relation: Juju's permission denied.
 	if b, _ := os.ReadFile(filepath.Join(dir, "not-in-relation")); string(b) != "ERROR permission denied\nexit 1\n" {
