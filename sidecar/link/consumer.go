@@ -61,6 +61,41 @@ type Manager struct {
 	// (by relation key), so that a removed entry's provider can still be
 	// told.
 	known map[string]relconf.Relation
+	// conns are the client connections the streams share, one per
+	// provider address: a hundred relations to one provider are a hundred
+	// streams on one connection, not a hundred connections.
+	conns map[string]*sharedConn
+}
+
+type sharedConn struct {
+	conn *grpc.ClientConn
+	refs int
+}
+
+// conn returns the shared connection to addr (of application app) and the
+// function that gives it back; the last one back closes it.
+func (m *Manager) conn(addr, app string) (*grpc.ClientConn, func(), error) {
+	key := app + "\x00" + addr
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sc, ok := m.conns[key]
+	if !ok {
+		c, err := m.cfg.Dial(addr, app)
+		if err != nil {
+			return nil, nil, err
+		}
+		sc = &sharedConn{conn: c}
+		m.conns[key] = sc
+	}
+	sc.refs++
+	return sc.conn, func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if sc.refs--; sc.refs == 0 {
+			delete(m.conns, key)
+			sc.conn.Close()
+		}
+	}, nil
 }
 
 // RelationStatus is how one declared relation stands, as the leader sees it.
@@ -95,7 +130,7 @@ func NewManager(cfg ManagerConfig) *Manager {
 	if cfg.UnrelateFor <= 0 {
 		cfg.UnrelateFor = time.Minute
 	}
-	return &Manager{cfg: cfg, kick: make(chan struct{}, 1), status: map[string]RelationStatus{}, known: map[string]relconf.Relation{}}
+	return &Manager{cfg: cfg, kick: make(chan struct{}, 1), status: map[string]RelationStatus{}, known: map[string]relconf.Relation{}, conns: map[string]*sharedConn{}}
 }
 
 // Reload makes the manager look at the relations file now.
@@ -365,11 +400,11 @@ func errString(err error) string {
 
 // session runs one stream to one address.
 func (m *Manager) session(ctx context.Context, e relconf.Relation, addr string) error {
-	conn, err := m.cfg.Dial(addr, e.App)
+	conn, release, err := m.conn(addr, e.App)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	defer release()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	st := m.cfg.Store.State()
