@@ -29,7 +29,7 @@ import (
 //     filesystem: a fresh copy of the charm);
 //   - every pg pod is restarted on its disk, one by one as a StatefulSet
 //     rolls, then all at once;
-//   - every pg pod is frozen for a while, and a web pod is replaced
+//   - every pg pod is frozen for a minute, and a web pod is replaced
 //     meanwhile: the new pod has the credentials from the consumer's own
 //     raft log and logs in while the provider cannot be reached.
 //
@@ -335,13 +335,12 @@ func (sc *pgScenario) restartAllAtOnce(cc *charmCluster) {
 }
 
 // replaceWithPgFrozen freezes every pg pod (SIGSTOP) and replaces a web
-// follower's pod meanwhile. The provider stays unreachable for 15 s: long
-// enough for the consumer's stream to have failed and backed off several
-// times (its retries are at most 5 s apart) and for the new pod to run its
-// whole start sequence; a real outage may last minutes, which would only
-// make the test slower.
+// follower's pod meanwhile. The provider stays unreachable for a minute:
+// the consumer's stream is dropped by keepalive (within 15 s) and fails and
+// backs off many times over (its retries are at most 5 s apart), and the
+// new pod runs its whole start sequence with nobody on the other side.
 func (sc *pgScenario) replaceWithPgFrozen(pgPods []*pod) {
-	const frozenFor = 15 * time.Second
+	const frozenFor = time.Minute
 	t, ap := sc.t, sc.ap
 	v := ap.web.waitOneCluster(startTimeout, "before the replacement with pg frozen", allUnitsActive)
 	o := ap.web.followers(v)[0]
