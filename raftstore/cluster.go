@@ -57,6 +57,10 @@ type peerInfo struct {
 }
 
 func (n *Node) clusterStep(ctx context.Context) {
+	if n.stopping.Load() {
+		// Stopping (and perhaps leaving): never ask to come back.
+		return
+	}
 	addrs := n.candidateAddrs(ctx)
 	infos := n.probe(ctx, addrs)
 	n.refreshBook(infos)
@@ -306,6 +310,9 @@ func (n *Node) register(ctx context.Context, peers []peerInfo) {
 	}
 	var lastErr error
 	for _, p := range peers {
+		if n.stopping.Load() {
+			return
+		}
 		c, err := n.peers.get(p.addr)
 		if err != nil {
 			lastErr = err

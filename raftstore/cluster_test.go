@@ -18,7 +18,10 @@ import (
 
 	"github.com/hashicorp/raft"
 	"go.uber.org/goleak"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
+	"github.com/bagkeeper/bagkeeper/raftstore/peerpb"
 	"github.com/bagkeeper/bagkeeper/raftstore/state"
 	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
 	"github.com/bagkeeper/bagkeeper/raftstore/transport"
@@ -757,4 +760,48 @@ func TestRestartedFromItsSnapshotIsCaughtUpWithoutNewCommands(t *testing.T) {
 	if got := f.node.State().Index(); got != stateIndex {
 		t.Fatalf("a command was applied meanwhile (state index %d, was %d): the test proves nothing", got, stateIndex)
 	}
+}
+
+// TestAMemberThatLeftIsNotTakenBackByALateJoin: a stopping member's join
+// loop may send a join just before its leave is done (it saw itself
+// removed and asked to come back); the leader that removed it must not add
+// it back as a non-voter for good.
+func TestAMemberThatLeftIsNotTakenBackByALateJoin(t *testing.T) {
+	c := newTestCluster(t, "app")
+	for _, p := range []string{"web-a", "web-b", "web-c"} {
+		c.start(p, withExpect(3))
+	}
+	l := c.leader(10 * time.Second)
+	leaving := c.follower(l)
+	id, addr := leaving.node.ID(), leaving.node.Advertise()
+	c.mu.Lock()
+	delete(c.nodes, leaving.pod)
+	c.mu.Unlock()
+	if err := leaving.node.Shutdown(applyCtx(t), true); err != nil {
+		t.Fatal(err)
+	}
+	leaving.ln.Close()
+	voters, nonvoters := c.voters(l)
+	if slices.Contains(voters, string(id)) || slices.Contains(nonvoters, string(id)) {
+		t.Fatalf("%s still a member after leaving: voters %v, non-voters %v", id, voters, nonvoters)
+	}
+	// The late join arrives.
+	_, err := (&peerServer{n: l.node}).Join(applyCtx(t), &peerpb.JoinRequest{ServerId: string(id), Address: addr, App: "app"})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "left the group") {
+		t.Fatalf("a late join of the member that left: %v", err)
+	}
+	voters, nonvoters = c.voters(l)
+	if slices.Contains(voters, string(id)) || slices.Contains(nonvoters, string(id)) {
+		t.Fatalf("%s was taken back: voters %v, non-voters %v", id, voters, nonvoters)
+	}
+	// Another member's join is not affected.
+	n := c.start("web-d")
+	eventually(t, 10*time.Second, "web-d to join", func() error {
+		_, nv := c.voters(l)
+		v, _ := c.voters(l)
+		if !slices.Contains(append(v, nv...), string(n.node.ID())) {
+			return errors.New("not a member yet")
+		}
+		return nil
+	})
 }

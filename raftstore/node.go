@@ -199,6 +199,11 @@ type Node struct {
 	// joins, leaves), each of which reads the configuration and changes it.
 	membership sync.Mutex
 	stopping   atomic.Bool // set when Shutdown starts: no more membership decisions
+	// left holds, on a leader, the members that left the group through it
+	// (Leave) and when: a join from one of them soon after is a request
+	// its shutdown sent before it knew it was leaving, not a new start,
+	// and is refused (see leftRecently). Guarded by membership.
+	left       map[raft.ServerID]time.Time
 	proposal   atomic.Pointer[[]*peerpb.Server]
 	registered atomic.Bool
 	health     *healthTracker

@@ -212,8 +212,14 @@ func (s *peerServer) Leave(ctx context.Context, req *peerpb.LeaveRequest) (*peer
 // request it sends has taken hops already.
 func (n *Node) removeCall(id raft.ServerID, hops uint32) leaderCall {
 	return leaderCall{
-		what:  "removal of " + string(id),
-		local: func(ctx context.Context) error { return n.removeOnLeader(ctx, id) },
+		what: "removal of " + string(id),
+		local: func(ctx context.Context) error {
+			if err := n.removeOnLeader(ctx, id); err != nil {
+				return err
+			}
+			n.noteLeft(id)
+			return nil
+		},
 		remote: func(ctx context.Context, c peerpb.PeerClient) error {
 			_, err := c.Leave(ctx, &peerpb.LeaveRequest{ServerId: string(id), Hops: hops})
 			return err
@@ -400,6 +406,9 @@ func (n *Node) admit(id raft.ServerID, addr raft.ServerAddress) (string, error) 
 	if err != nil {
 		return "", raftStatus(err)
 	}
+	if ago, ok := n.leftRecently(id, cfg); ok {
+		return "", status.Errorf(codes.FailedPrecondition, "%s left the group %s ago and is not taken back within %s of leaving (a join its shutdown sent late); restarted, it may join again after that", id, ago.Round(time.Millisecond), leftHold)
+	}
 	for _, s := range cfg.Servers {
 		if s.ID != id {
 			continue
@@ -506,4 +515,42 @@ func (p *peerClients) close() {
 		c.Close()
 	}
 	p.conns = nil
+}
+
+// leftHold is how long a leader refuses the join of a member that left
+// through it: a stopping member's join loop may have sent a join just
+// before its leave (it saw itself removed and asked to come back), and a
+// late join would add the departed member back as a non-voter for good.
+const leftHold = time.Minute
+
+// noteLeft records that id left the group through this leader.
+func (n *Node) noteLeft(id raft.ServerID) {
+	n.membership.Lock()
+	defer n.membership.Unlock()
+	now := n.cfg.Now()
+	if n.left == nil {
+		n.left = map[raft.ServerID]time.Time{}
+	}
+	for k, at := range n.left {
+		if now.Sub(at) > leftHold {
+			delete(n.left, k)
+		}
+	}
+	n.left[id] = now
+}
+
+// leftRecently reports whether id, not in cfg, left through this leader
+// less than leftHold ago, and how long ago. Called with membership held.
+func (n *Node) leftRecently(id raft.ServerID, cfg raft.Configuration) (time.Duration, bool) {
+	at, ok := n.left[id]
+	if !ok {
+		return 0, false
+	}
+	for _, s := range cfg.Servers {
+		if s.ID == id {
+			return 0, false
+		}
+	}
+	ago := n.cfg.Now().Sub(at)
+	return ago, ago < leftHold
 }
