@@ -84,6 +84,25 @@ func (ap *appPair) relateWeb(pgPods []*pod) {
 		strings.Join(addrs, ", "), ap.tokenFile))
 }
 
+// startLinked starts pg (three StatefulSet-style pods) and web (three
+// Deployment-style pods with webFlags), relates them and waits until each
+// side holds the other's and both applications' hooks have settled. It
+// returns web's cluster as it then is.
+func (ap *appPair) startLinked(webFlags ...string) clusterView {
+	ap.t.Helper()
+	ap.pg.startPods(3)
+	ap.relateWeb(ap.pg.runningPods())
+	_, before := ap.web.startDeployment(3, webFlags...)
+	webUnits := before.unitNames()
+	waitFor(ap.t, startTimeout, "the two applications to see each other", func() (bool, string) {
+		p := ap.linked(webUnits)
+		return p == "", p
+	})
+	ap.pg.settle("the relation's creation")
+	ap.web.settle("the relation's creation")
+	return before
+}
+
 // relationBags returns, by owner, the bags of the pod's relation whose key
 // starts with endpoint+":" (nil if the pod does not answer or holds no such
 // relation), and whether the pod is ready.
@@ -291,17 +310,9 @@ func (ap *appPair) replaceWebPod(step string, o *pod, unit, password string, fla
 func TestRelationBetweenApplicationsSurvivesReplacedPods(t *testing.T) {
 	claim := []string{"--unit-mode", "claim", "--units", "3"}
 	ap := newAppPair(t, claim...)
-	ap.pg.startPods(3)
-	pgPods := ap.pg.runningPods()
-	ap.relateWeb(pgPods)
-	webPods, before := ap.web.startDeployment(3)
+	before := ap.startLinked()
 	webUnits := before.unitNames()
-	waitFor(t, startTimeout, "the two applications to see each other", func() (bool, string) {
-		p := ap.linked(webUnits)
-		return p == "", p
-	})
-	ap.pg.settle("the relation's creation")
-	ap.web.settle("the relation's creation")
+	pgPods, webPods := ap.pg.runningPods(), ap.web.runningPods()
 	password := ""
 	waitFor(t, startTimeout, "every consumer pod to write the credentials", func() (bool, string) {
 		var all []string
@@ -393,16 +404,7 @@ func TestRemovingARelationFromEitherSidesFileEndsItOnBoth(t *testing.T) {
 	for _, side := range []string{"consumer", "provider"} {
 		t.Run(side, func(t *testing.T) {
 			ap := newAppPair(t)
-			ap.pg.startPods(3)
-			ap.relateWeb(ap.pg.runningPods())
-			_, before := ap.web.startDeployment(3)
-			webUnits := before.unitNames()
-			waitFor(t, startTimeout, "the two applications to see each other", func() (bool, string) {
-				p := ap.linked(webUnits)
-				return p == "", p
-			})
-			ap.pg.settle("the relation's creation")
-			ap.web.settle("the relation's creation")
+			webUnits := ap.startLinked().unitNames()
 			pgMarks, webMarks, sqlMark := ap.pg.marks(), ap.web.marks(), sqlMarks(ap.pg)
 			if side == "consumer" {
 				ap.writeFile(ap.webFile, "relations: []\n")
@@ -451,16 +453,8 @@ func TestRemovingARelationFromEitherSidesFileEndsItOnBoth(t *testing.T) {
 func TestControllerSeeingNoConsumerPodsChangesNothing(t *testing.T) {
 	claim := []string{"--unit-mode", "claim", "--units", "3"}
 	ap := newAppPair(t, claim...)
-	ap.pg.startPods(3)
-	ap.relateWeb(ap.pg.runningPods())
-	_, before := ap.web.startDeployment(3)
+	before := ap.startLinked()
 	webUnits := before.unitNames()
-	waitFor(t, startTimeout, "the two applications to see each other", func() (bool, string) {
-		p := ap.linked(webUnits)
-		return p == "", p
-	})
-	ap.pg.settle("the relation's creation")
-	ap.web.settle("the relation's creation")
 	watch := ap.watchBags()
 	pgMarks, sqlMark, webMarks := ap.pg.marks(), sqlMarks(ap.pg), ap.web.marks()
 
@@ -527,14 +521,8 @@ func TestControllerSeeingNoConsumerPodsChangesNothing(t *testing.T) {
 // the provider's group makes still reaches it.
 func TestAFrozenProviderMemberIsLeftForAnother(t *testing.T) {
 	ap := newAppPair(t)
-	ap.pg.startPods(3)
+	ap.startLinked()
 	pgPods := ap.pg.runningPods()
-	ap.relateWeb(pgPods)
-	_, before := ap.web.startDeployment(3)
-	waitFor(t, startTimeout, "the two applications to see each other", func() (bool, string) {
-		p := ap.linked(before.unitNames())
-		return p == "", p
-	})
 	// The first address of the entry is pg-0's: the stream runs there
 	// (the consumer tries its addresses in order).
 	leader := ap.web.leaderPod(ap.web.waitOneCluster(startTimeout, "a leader", allUnitsActive))
