@@ -19,7 +19,6 @@ import (
 	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
 	"github.com/bagkeeper/bagkeeper/sidecar/adminpb"
 	"github.com/bagkeeper/bagkeeper/sidecar/link"
-	"github.com/bagkeeper/bagkeeper/sidecar/relconf"
 	"github.com/bagkeeper/bagkeeper/sidecar/unixsock"
 )
 
@@ -159,7 +158,7 @@ func (a *adminServer) Status(ctx context.Context, req *adminpb.StatusRequest) (*
 	for _, rel := range st.Relations() {
 		pr := &adminpb.Relation{Id: rel.ID, Key: rel.Key(), Interface: rel.Interface, Peer: rel.Peer, RemoteApp: rel.RemoteApp, RemoteEndpoint: rel.RemoteEndpoint, Bags: int32(len(st.Bags(rel.ID))),
 			Offered: rel.Offered, RemoteSource: rel.RemoteSource, RemoteRevision: rel.RemoteRevision}
-		key := relconf.Relation{Endpoint: rel.Endpoint, App: rel.RemoteApp, Offer: rel.RemoteEndpoint}.Key()
+		key := link.EntryKey(rel)
 		if ls, ok := streams[key]; ok && !rel.Peer && !rel.Offered {
 			pr.Stream = streamStatus(ls)
 			delete(streams, key)

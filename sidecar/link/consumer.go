@@ -253,8 +253,9 @@ type removal struct {
 	// provider; otherwise it is an offered relation whose consumer is no
 	// longer allowed.
 	consumed bool
-	// entry is the relations-file entry last used to reach the provider
-	// (addresses and token), when one with the same provider app is left.
+	// addresses and token reach the provider: the entry's as last seen,
+	// or another entry's for the same provider application (none: the
+	// provider cannot be told).
 	addresses []string
 	token     []byte
 }
@@ -273,7 +274,7 @@ func (m *Manager) undeclared(cfg *relconf.Config) []removal {
 			}
 			continue
 		}
-		key := relconf.Relation{Endpoint: r.Endpoint, App: r.RemoteApp, Offer: r.RemoteEndpoint}.Key()
+		key := EntryKey(r)
 		declared := false
 		rm := removal{rel: r, consumed: true}
 		for _, e := range cfg.Relations {
@@ -323,12 +324,12 @@ func (m *Manager) unrelate(ctx context.Context, r *state.Relation, addresses []s
 	backoff := m.cfg.RetryMin
 	for attempt := 0; ; attempt++ {
 		addr := addresses[attempt%len(addresses)]
-		conn, err := m.cfg.Dial(addr, r.RemoteApp)
+		conn, release, err := m.conn(addr, r.RemoteApp)
 		if err == nil {
 			cctx, cancel := context.WithTimeout(withToken(ctx, token), 5*time.Second)
-			_, err = linkpb.NewRelationsClient(conn).Unrelate(cctx, req, grpc.MaxCallRecvMsgSize(MaxMessageSize))
+			_, err = linkpb.NewRelationsClient(conn).Unrelate(cctx, req)
 			cancel()
-			conn.Close()
+			release()
 			if err == nil {
 				return
 			}
@@ -434,13 +435,10 @@ func (m *Manager) session(ctx context.Context, e relconf.Relation, addr string) 
 	default:
 		return fmt.Errorf("the provider answered Hello with %T", first.Msg)
 	}
-	actx, acancel := context.WithTimeout(ctx, applyTimeout)
-	res, err := m.cfg.Store.Apply(actx, state.NewCommand(state.EnsureRelationOp(e.Endpoint, e.Interface, false, e.App, e.Offer)))
-	acancel()
+	relID, err := ensureRelation(ctx, m.cfg.Store, state.EnsureRelationOp(e.Endpoint, e.Interface, false, e.App, e.Offer))
 	if err != nil {
 		return fmt.Errorf("could not record the relation: %w", err)
 	}
-	relID := res.GetOps()[0].GetRelationId()
 	m.setStatus(RelationStatus{Key: e.Key(), Endpoint: e.Endpoint, App: e.App, Offer: e.Offer, Connected: true, Address: addr, Since: time.Now()})
 	m.cfg.Logger.Info("relation stream open", "relation", e.Key(), "address", addr)
 	err = exchange(ctx, m.cfg.Store, s, relID, e.App, m.cfg.Model, first.GetWelcome().GetHave().GetDigest(), m.cfg.Logger)

@@ -186,13 +186,10 @@ func (s *Server) Relate(stream linkpb.Relations_RelateServer) error {
 		}
 		return stream.Send(&linkpb.Message{Msg: &linkpb.Message_Goodbye{Goodbye: &linkpb.Goodbye{Reason: ref.goodbye}}})
 	}
-	actx, cancel := context.WithTimeout(ctx, applyTimeout)
-	res, err := s.cfg.Store.Apply(actx, state.NewCommand(state.OfferedRelationOp(offer.Endpoint, offer.Interface, consumer, hello.GetConsumerEndpoint())))
-	cancel()
+	relID, err := ensureRelation(ctx, s.cfg.Store, state.OfferedRelationOp(offer.Endpoint, offer.Interface, consumer, hello.GetConsumerEndpoint()))
 	if err != nil {
 		return status.Errorf(codes.Unavailable, "could not record the relation: %v", err)
 	}
-	relID := res.GetOps()[0].GetRelationId()
 	st := s.cfg.Store.State()
 	r, ok := st.Relation(relID)
 	if !ok {

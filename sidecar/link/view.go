@@ -16,6 +16,7 @@
 package link
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"slices"
@@ -24,6 +25,7 @@ import (
 	"github.com/bagkeeper/bagkeeper/raftstore/state"
 	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
 	"github.com/bagkeeper/bagkeeper/sidecar/link/linkpb"
+	"github.com/bagkeeper/bagkeeper/sidecar/relconf"
 )
 
 // localView returns this application's side of relation r in st: its
@@ -101,6 +103,31 @@ func digest(v *linkpb.View) []byte {
 		bag(u.GetData())
 	}
 	return h.Sum(nil)
+}
+
+// ensureRelation returns the id of the relation op (an EnsureRelation)
+// makes, and commits op only when this member's state does not hold that
+// relation yet: a stream opened again, after a disconnect or a leader
+// change, commits nothing.
+func ensureRelation(ctx context.Context, store Store, op *storepb.Op) (int64, error) {
+	e := op.GetEnsureRelation()
+	if r, ok := store.State().FindRelation(e.GetEndpoint(), e.GetRemoteApp(), e.GetRemoteEndpoint()); ok &&
+		!r.Peer && r.Offered == e.GetOffered() && r.Interface == e.GetInterface() {
+		return r.ID, nil
+	}
+	actx, cancel := context.WithTimeout(ctx, applyTimeout)
+	defer cancel()
+	res, err := store.Apply(actx, state.NewCommand(op))
+	if err != nil {
+		return 0, err
+	}
+	return res.GetOps()[0].GetRelationId(), nil
+}
+
+// EntryKey is the key of the relations-file entry (relconf.Relation.Key)
+// that declares the consumed relation r.
+func EntryKey(r *state.Relation) string {
+	return relconf.Relation{Endpoint: r.Endpoint, App: r.RemoteApp, Offer: r.RemoteEndpoint}.Key()
 }
 
 // setRemoteView is the op that commits a received view.
