@@ -131,7 +131,7 @@ type pgScenario struct {
 
 	load   *workload
 	watch  *bagWatch
-	grants *grantWatch
+	grants *podSampler
 
 	// Every charm copy any pod ran (a restarted pod gets a new one), and
 	// the marks taken before the phases.
@@ -624,21 +624,13 @@ func (w *workload) loops() []podLoad {
 
 // ---- the grant in the bags ----
 
-// grantWatch samples, on every ready pod of both applications, the
+// watchGrant samples, on every ready pod of both applications, the
 // provider's application bag of the relation until stopped, and records
 // each time it did not hold the grant (user, password, database appdb), or
 // the relation was missing.
-type grantWatch struct {
-	mu       sync.Mutex
-	problems []string
-	stop     chan struct{}
-	done     chan struct{}
-}
-
-func (sc *pgScenario) watchGrant() *grantWatch {
-	w := &grantWatch{stop: make(chan struct{}), done: make(chan struct{})}
+func (sc *pgScenario) watchGrant() *podSampler {
 	want := map[string]string{"user": sc.role, "password": sc.password, "database": "appdb"}
-	sample := func(p *pod, endpoint string) {
+	return sc.ap.sampleEvery(func(s *podSampler, _ string, p *pod, endpoint string) {
 		r, err := p.getBags()
 		if err != nil || r.GetNotReadyReason() != "" {
 			return
@@ -663,47 +655,7 @@ func (sc *pgScenario) watchGrant() *grantWatch {
 			problem = fmt.Sprintf("%s is ready and holds no %s relation", p.name, endpoint)
 		}
 		if problem != "" {
-			w.mu.Lock()
-			if len(w.problems) < 20 {
-				w.problems = append(w.problems, time.Now().Format("15:04:05.000 ")+problem)
-			}
-			w.mu.Unlock()
+			s.report(time.Now().Format("15:04:05.000 ") + problem)
 		}
-	}
-	go func() {
-		defer close(w.done)
-		tick := time.NewTicker(100 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-w.stop:
-				return
-			case <-tick.C:
-			}
-			for _, p := range sc.ap.web.runningPods() {
-				if !p.isPaused() {
-					sample(p, "database")
-				}
-			}
-			for _, p := range sc.ap.pg.runningPods() {
-				if !p.isPaused() {
-					sample(p, "db")
-				}
-			}
-		}
-	}()
-	sc.t.Cleanup(func() { w.finish() })
-	return w
-}
-
-func (w *grantWatch) finish() []string {
-	select {
-	case <-w.stop:
-	default:
-		close(w.stop)
-	}
-	<-w.done
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.problems
+	})
 }

@@ -157,27 +157,85 @@ func (ap *appPair) linked(webUnits []string, skip ...*pod) string {
 	return strings.Join(problems, "; ")
 }
 
-// bagWatch samples every ready pod of both applications until stopped and
-// records each time a web unit's request for appdb was seen missing or
-// different once seen, on either side: the data bagkeeper exists to keep.
-type bagWatch struct {
+// podSampler calls a function for every running, unpaused pod of both
+// applications every 100 ms until finish, and keeps the first problems it
+// reports.
+type podSampler struct {
 	mu       sync.Mutex
-	seen     map[string]bool // "<side> <unit>": seen asking for appdb
 	problems []string
-	samples  int
 	stop     chan struct{}
 	done     chan struct{}
 }
 
+// sampleEvery starts a podSampler that calls each with the sampler, the
+// pod's side ("web" or "pg"), the pod and its end of the relation
+// ("database" or "db").
+func (ap *appPair) sampleEvery(each func(s *podSampler, side string, p *pod, endpoint string)) *podSampler {
+	s := &podSampler{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-t.C:
+			}
+			for _, p := range ap.web.runningPods() {
+				if !p.isPaused() {
+					each(s, "web", p, "database")
+				}
+			}
+			for _, p := range ap.pg.runningPods() {
+				if !p.isPaused() {
+					each(s, "pg", p, "db")
+				}
+			}
+		}
+	}()
+	ap.t.Cleanup(func() { s.finish() })
+	return s
+}
+
+// report records a problem (the first 20 are kept).
+func (s *podSampler) report(problem string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.problems) < 20 {
+		s.problems = append(s.problems, problem)
+	}
+}
+
+// finish stops sampling and returns what went wrong.
+func (s *podSampler) finish() []string {
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.problems
+}
+
+// bagWatch samples every ready pod of both applications until stopped and
+// records each time a web unit's request for appdb was seen missing or
+// different once seen, on either side: the data bagkeeper exists to keep.
+type bagWatch struct {
+	*podSampler
+	seen    map[string]bool // "<side> <unit>": seen asking for appdb; sampler goroutine only
+	samples int             // read after finish
+}
+
 func (ap *appPair) watchBags() *bagWatch {
-	w := &bagWatch{seen: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
-	sample := func(side string, p *pod, endpoint string) {
+	w := &bagWatch{seen: map[string]bool{}}
+	w.podSampler = ap.sampleEvery(func(s *podSampler, side string, p *pod, endpoint string) {
 		bags, ready := relationBags(p, endpoint)
 		if !ready || bags == nil {
 			return
 		}
-		w.mu.Lock()
-		defer w.mu.Unlock()
 		w.samples++
 		for key := range w.seen {
 			unit := strings.TrimPrefix(key, side+" ")
@@ -185,9 +243,7 @@ func (ap *appPair) watchBags() *bagWatch {
 				continue
 			}
 			if got, ok := bags[unit]; !ok || got["database"] != "appdb" {
-				if len(w.problems) < 20 {
-					w.problems = append(w.problems, fmt.Sprintf("%s: %s held %v for %s", side, p.name, got, unit))
-				}
+				s.report(fmt.Sprintf("%s: %s held %v for %s", side, p.name, got, unit))
 			}
 		}
 		for owner, data := range bags {
@@ -195,44 +251,8 @@ func (ap *appPair) watchBags() *bagWatch {
 				w.seen[side+" "+owner] = true
 			}
 		}
-	}
-	go func() {
-		defer close(w.done)
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-w.stop:
-				return
-			case <-t.C:
-			}
-			for _, p := range ap.web.runningPods() {
-				if !p.isPaused() {
-					sample("web", p, "database")
-				}
-			}
-			for _, p := range ap.pg.runningPods() {
-				if !p.isPaused() {
-					sample("pg", p, "db")
-				}
-			}
-		}
-	}()
-	ap.t.Cleanup(func() { w.finish() })
+	})
 	return w
-}
-
-// finish stops sampling and returns what went wrong.
-func (w *bagWatch) finish() []string {
-	select {
-	case <-w.stop:
-	default:
-		close(w.stop)
-	}
-	<-w.done
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.problems
 }
 
 // relationHooks returns the relation hooks (name contains "-relation-") in
