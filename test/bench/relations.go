@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -356,14 +357,18 @@ func relationID(st *adminpb.StatusResponse, endpoint string) (int64, bool) {
 	return 0, false
 }
 
-// hookStartsSince returns, per member, the time each started hook
-// (name) after since, from the member's log.
-func hookStartsSince(m *bkMember, hook string, since time.Time) ([]time.Time, error) {
+// hookStartsSince returns the times a member's log says hook (without a
+// remote unit) started at or after since, reading the log from byte from
+// on (what was there before the write need not be read again).
+func hookStartsSince(m *bkMember, hook string, since time.Time, from int64) ([]time.Time, error) {
 	f, err := os.Open(m.logPath)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		return nil, err
+	}
 	var out []time.Time
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -378,6 +383,15 @@ func hookStartsSince(m *bkMember, hook string, since time.Time) ([]time.Time, er
 		}
 	}
 	return out, nil
+}
+
+// logSize is the length of a member's log now (0 if unknown).
+func logSize(m *bkMember) int64 {
+	fi, err := os.Stat(m.logPath)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
 }
 
 // measureRelationChanged writes the provider's application bag of relation
@@ -398,6 +412,10 @@ func measureRelationChanged(ctx context.Context, env *Env, pg, web *bagkeeperTar
 	value := ""
 	for i := 1; i <= *relWrites; i++ {
 		value = fmt.Sprintf("write-%d", i)
+		offsets := make([]int64, len(web.members))
+		for j, m := range web.members {
+			offsets[j] = logSize(m)
+		}
 		// Log lines have millisecond times: start on a fresh millisecond.
 		t0 := time.Now().Truncate(time.Millisecond)
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -407,9 +425,9 @@ func measureRelationChanged(ctx context.Context, env *Env, pg, web *bagkeeperTar
 			return nil, "", fmt.Errorf("relations: write %d: %w", i, err)
 		}
 		deadline := time.Now().Add(30 * time.Second)
-		for _, m := range web.members {
+		for j, m := range web.members {
 			for {
-				starts, err := hookStartsSince(m, "r0-relation-changed", t0)
+				starts, err := hookStartsSince(m, "r0-relation-changed", t0, offsets[j])
 				if err != nil {
 					return nil, "", err
 				}
