@@ -80,8 +80,9 @@ type Config struct {
 	// doubles up to MaxRetryDelay.
 	RetryDelay    time.Duration
 	MaxRetryDelay time.Duration
-	// LeaseDuration is how long the leader's lease lasts (renewed at a
-	// third of it). Default 60s.
+	// LeaseDuration is how long the leader's lease lasts (renewed every
+	// sixth of it, so that is-leader's promise outlives a pod replacement).
+	// Default 60s.
 	LeaseDuration time.Duration
 
 	Logger *slog.Logger
@@ -604,10 +605,12 @@ func (a *Agent) teardown(ctx context.Context) {
 	run(Hook{Name: "remove"})
 }
 
-// Stop runs the stop hook (the pod is going away) and gives up the
-// leadership lease. Call it after Run has returned. The stop hook's writes
-// commit like any hook's; the cursor does not move, so a unit whose pod
-// comes back resumes where it was.
+// Stop runs the stop hook (the pod is going away). Call it after Run has
+// returned. The stop hook's writes commit like any hook's; the cursor does
+// not move, so a unit whose pod comes back resumes where it was. The
+// leadership lease is kept: it belongs to the unit, and a pod that comes
+// back holding the unit renews it; if none does, it lapses and another
+// unit is elected.
 func (a *Agent) Stop(ctx context.Context) {
 	unit := a.unit()
 	if unit == "" {
@@ -620,5 +623,4 @@ func (a *Agent) Stop(ctx context.Context) {
 			a.logger().Warn("stop hook failed", "err", err)
 		}
 	}
-	a.ReleaseLease(ctx)
 }

@@ -253,6 +253,10 @@ func TestNonLeaderCannotWriteTheApplicationBag(t *testing.T) {
 if [ "$JUJU_HOOK_NAME" = start ]; then
 	relation-set -r cluster:0 --app k=v 2> "$JUJU_CHARM_DIR/err"
 	echo $? > "$JUJU_CHARM_DIR/code"
+	status-get --application 2> "$JUJU_CHARM_DIR/sg-err"
+	echo $? >> "$JUJU_CHARM_DIR/sg-err"
+	status-set --application active fine 2> "$JUJU_CHARM_DIR/ss-err"
+	echo $? >> "$JUJU_CHARM_DIR/ss-err"
 	is-leader > "$JUJU_CHARM_DIR/is-leader.tmp"
 	mv "$JUJU_CHARM_DIR/is-leader.tmp" "$JUJU_CHARM_DIR/is-leader"
 fi`)
@@ -273,6 +277,16 @@ fi`)
 	}
 	if bag(s, rel, "app") != nil {
 		t.Fatal("a non-leader wrote the application bag")
+	}
+	// Juju's hook context refuses the application's status to a non-leader.
+	if got, want := read("sg-err"), "ERROR finding application status: this unit is not the leader\n1\n"; got != want {
+		t.Errorf("status-get --application by a non-leader: %q, want %q", got, want)
+	}
+	if got, want := read("ss-err"), "ERROR this unit is not the leader\n1\n"; got != want {
+		t.Errorf("status-set --application by a non-leader: %q, want %q", got, want)
+	}
+	if _, ok := s.State().Status("app"); ok {
+		t.Error("a non-leader set the application's status")
 	}
 }
 

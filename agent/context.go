@@ -233,6 +233,9 @@ func toolStatus(s *state.Status) hooktools.Status {
 }
 
 func (c *hookContext) AppStatus() (hooktools.Status, map[string]hooktools.Status, error) {
+	if ok, _ := c.IsLeader(); !ok {
+		return hooktools.Status{}, nil, hooktools.ErrIsNotLeader
+	}
 	st := c.a.node.State()
 	app := hooktools.Status{Status: "unknown", Data: map[string]any{}}
 	if s, ok := st.Status(c.app); ok {
@@ -265,7 +268,7 @@ func (c *hookContext) SetUnitStatus(s hooktools.Status) error {
 
 func (c *hookContext) SetAppStatus(s hooktools.Status) error {
 	if ok, _ := c.IsLeader(); !ok {
-		return hooktools.ErrNotLeader
+		return hooktools.ErrIsNotLeader
 	}
 	data, err := statusData(s)
 	if err != nil {
@@ -273,7 +276,7 @@ func (c *hookContext) SetAppStatus(s hooktools.Status) error {
 	}
 	_, err = c.apply(state.CheckLeaseOp(c.unit), state.SetStatusOp(c.app, s.Status, s.Message, data))
 	if isNotLeader(err) {
-		return hooktools.ErrNotLeader
+		return hooktools.ErrIsNotLeader
 	}
 	return err
 }

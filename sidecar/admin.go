@@ -103,6 +103,9 @@ func (a *adminServer) Status(ctx context.Context, req *adminpb.StatusRequest) (*
 		Leader: ms.LeaderID, Term: ms.Term, CommitIndex: ms.CommitIndex, AppliedIndex: ms.StateIndex,
 	}
 	resp.Generation, resp.GenerationPlan, _ = st.Generation()
+	if l := st.Lease(); l.Unit != "" && time.Now().Before(l.Expires) {
+		resp.LeaderUnit, resp.LeaseExpiresUnixNano = l.Unit, l.Expires.UnixNano()
+	}
 	resp.Ready, resp.NotReadyReason = a.ready()
 	var members []raftstore.MemberStatus
 	var err error

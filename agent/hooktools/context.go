@@ -57,11 +57,12 @@ type Context interface {
 	Log(level, message string)
 
 	// UnitStatus and AppStatus return the current workload statuses.
-	// AppStatus also returns the status of every unit.
+	// AppStatus also returns the status of every unit; a non-leader gets
+	// ErrIsNotLeader.
 	UnitStatus() (Status, error)
 	AppStatus() (app Status, units map[string]Status, err error)
 	// SetUnitStatus and SetAppStatus take effect at once. SetAppStatus by a
-	// non-leader returns ErrNotLeader.
+	// non-leader returns ErrIsNotLeader.
 	SetUnitStatus(s Status) error
 	SetAppStatus(s Status) error
 
@@ -185,5 +186,8 @@ var (
 	ErrPermissionDenied    = errors.New("permission denied")
 	ErrCannotWriteSettings = errors.New("cannot write relation settings")
 	ErrNotLeader           = errors.New("cannot write settings: not the leader")
-	ErrNoNetworkConfig     = errors.New("no network config found")
+	// ErrIsNotLeader is what Juju's hook context answers a non-leader
+	// asking for the application's status or setting it.
+	ErrIsNotLeader     = errors.New("this unit is not the leader")
+	ErrNoNetworkConfig = errors.New("no network config found")
 )

@@ -125,3 +125,18 @@ func TestGoldenStatusGet(t *testing.T) {
 		sg("SGT9", "D", args("extra"), 2, "", "ERROR unrecognized args: [\"extra\"]\n"),
 	})
 }
+
+// Leader-only paths of the status tools, as Juju's hook context refuses a
+// non-leader (its ErrIsNotLeader, annotated by status-get only).
+func TestGoldenStatusByANonLeader(t *testing.T) {
+	nonLeader := func() *fakeContext {
+		f := statusFixture()
+		f.statusErr = ErrIsNotLeader
+		return f
+	}
+	runGolden(t, []gcase{
+		{id: "LDR01", tag: "D", tool: "status-get", ctx: nonLeader(), argv: args("--application"), exit: 1, stderr: "ERROR finding application status: this unit is not the leader\n"},
+		{id: "LDR02", tag: "D", tool: "status-get", ctx: nonLeader(), argv: args("--application", "--include-data", "--format", "json"), exit: 1, stderr: "ERROR finding application status: this unit is not the leader\n"},
+		{id: "LDR03", tag: "D", tool: "status-set", ctx: nonLeader(), argv: args("--application", "active", "fine"), exit: 1, stderr: "ERROR this unit is not the leader\n"},
+	})
+}

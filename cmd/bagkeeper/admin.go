@@ -195,7 +195,17 @@ func statusJSON(st *adminpb.StatusResponse) map[string]any {
 		"ready": st.GetReady(), "not_ready_reason": st.GetNotReadyReason(),
 		"members": members, "units": units, "waiting": waiting, "relations": relations,
 		"relations_file_error": st.GetRelationsFileError(),
+		"leader_unit":          st.GetLeaderUnit(), "lease_expires": leaseExpires(st),
 	}
+}
+
+// leaseExpires is when the leadership lease ends unless renewed (RFC 3339),
+// or "" when no unit holds it.
+func leaseExpires(st *adminpb.StatusResponse) string {
+	if st.GetLeaderUnit() == "" {
+		return ""
+	}
+	return time.Unix(0, st.GetLeaseExpiresUnixNano()).UTC().Format(time.RFC3339)
 }
 
 func printStatus(w io.Writer, st *adminpb.StatusResponse, now time.Time) {
@@ -209,7 +219,12 @@ func printStatus(w io.Writer, st *adminpb.StatusResponse, now time.Time) {
 	}
 	fmt.Fprintf(w, "Application %s   cluster %s   term %d   applied %d of %d\n", st.GetApp(), st.GetClusterId(), st.GetTerm(), st.GetAppliedIndex(), st.GetCommitIndex())
 	fmt.Fprintf(w, "This pod     %s holding %s, %s\n", st.GetSelf(), orDash(st.GetUnit()), ready)
-	fmt.Fprintf(w, "Leader       %s\n\n", leader)
+	fmt.Fprintf(w, "Leader       %s\n", leader)
+	appLeader := "(none: no unit holds the lease)"
+	if u := st.GetLeaderUnit(); u != "" {
+		appLeader = fmt.Sprintf("%s (lease runs %s more unless renewed)", u, roundDuration(time.Unix(0, st.GetLeaseExpiresUnixNano()).Sub(now)))
+	}
+	fmt.Fprintf(w, "App leader   %s\n\n", appLeader)
 
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEMBER\tSUFFRAGE\tADDRESS\tSTATE\tAPPLIED\tLAST CONTACT")

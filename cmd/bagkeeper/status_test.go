@@ -12,6 +12,7 @@ func TestStatusShowsDivergedMembersAndWaitingPods(t *testing.T) {
 	now := time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
 	st := &adminpb.StatusResponse{
 		App: "web", Self: "web-0/a", Unit: "web/0", Ready: true,
+		LeaderUnit: "web/1", LeaseExpiresUnixNano: now.Add(50 * time.Second).UnixNano(),
 		Members: []*adminpb.Member{
 			{Id: "web-0/a", Suffrage: "Voter", Reachable: true, RaftState: "Leader", Leader: true},
 			{Id: "web-1/b", Suffrage: "Voter", Reachable: true, RaftState: "Follower", Diverged: "at raft index 12: hash 01, most members have 02"},
@@ -27,6 +28,7 @@ func TestStatusShowsDivergedMembersAndWaitingPods(t *testing.T) {
 		"web-1/b: state diverged from the group's at raft index 12",
 		"(waiting)  -       web-x/c  5s ago",
 		"pod web-x waits for a unit",
+		"App leader   web/1 (lease runs 50s more unless renewed)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status table lacks %q:\n%s", want, out)
@@ -35,6 +37,9 @@ func TestStatusShowsDivergedMembersAndWaitingPods(t *testing.T) {
 	js := statusJSON(st)
 	if w := js["waiting"].([]map[string]any); len(w) != 1 || w[0]["pod"] != "web-x" {
 		t.Errorf("JSON waiting: %v", js["waiting"])
+	}
+	if js["leader_unit"] != "web/1" || js["lease_expires"] != "2026-05-06T07:08:59Z" {
+		t.Errorf("JSON leader_unit %v, lease_expires %v", js["leader_unit"], js["lease_expires"])
 	}
 	if m := js["members"].([]map[string]any); m[1]["diverged"] == nil || m[0]["diverged"] != nil {
 		t.Errorf("JSON members: %v", m)

@@ -617,8 +617,13 @@ type StatusResponse struct {
 	// Why the relations file on disk is not the one in force (empty when it
 	// is, or when there is none).
 	RelationsFileError string `protobuf:"bytes,17,opt,name=relations_file_error,json=relationsFileError,proto3" json:"relations_file_error,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The application leader: the unit holding the leadership lease, and
+	// when the lease ends unless that unit renews it (empty and 0 when no
+	// unit holds it). Leadership belongs to a unit, not to the raft leader.
+	LeaderUnit           string `protobuf:"bytes,18,opt,name=leader_unit,json=leaderUnit,proto3" json:"leader_unit,omitempty"`
+	LeaseExpiresUnixNano int64  `protobuf:"varint,19,opt,name=lease_expires_unix_nano,json=leaseExpiresUnixNano,proto3" json:"lease_expires_unix_nano,omitempty"`
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -768,6 +773,20 @@ func (x *StatusResponse) GetRelationsFileError() string {
 		return x.RelationsFileError
 	}
 	return ""
+}
+
+func (x *StatusResponse) GetLeaderUnit() string {
+	if x != nil {
+		return x.LeaderUnit
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetLeaseExpiresUnixNano() int64 {
+	if x != nil {
+		return x.LeaseExpiresUnixNano
+	}
+	return 0
 }
 
 type GetBagsRequest struct {
@@ -1795,7 +1814,7 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\x03 \x01(\tR\tlastError\x12&\n" +
-	"\x0fsince_unix_nano\x18\x04 \x01(\x03R\rsinceUnixNano\"\xf2\x04\n" +
+	"\x0fsince_unix_nano\x18\x04 \x01(\x03R\rsinceUnixNano\"\xca\x05\n" +
 	"\x0eStatusResponse\x12\x10\n" +
 	"\x03app\x18\x01 \x01(\tR\x03app\x12\x1d\n" +
 	"\n" +
@@ -1817,7 +1836,10 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"generation\x18\x0f \x01(\x04R\n" +
 	"generation\x12'\n" +
 	"\x0fgeneration_plan\x18\x10 \x01(\tR\x0egenerationPlan\x120\n" +
-	"\x14relations_file_error\x18\x11 \x01(\tR\x12relationsFileError\"]\n" +
+	"\x14relations_file_error\x18\x11 \x01(\tR\x12relationsFileError\x12\x1f\n" +
+	"\vleader_unit\x18\x12 \x01(\tR\n" +
+	"leaderUnit\x125\n" +
+	"\x17lease_expires_unix_nano\x18\x13 \x01(\x03R\x14leaseExpiresUnixNano\"]\n" +
 	"\x0eGetBagsRequest\x12\x1f\n" +
 	"\vrelation_id\x18\x01 \x01(\x03R\n" +
 	"relationId\x12\x14\n" +

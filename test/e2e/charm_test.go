@@ -34,6 +34,8 @@ import (
 //     and charm state, runs only the churn sequence and relation-changed
 //     for what changed while it was away, and its peers see only its
 //     address change;
+//   - the leader's pod replaced the same way keeps its unit leading: no
+//     election, no leaderless interval, no install or join again;
 //   - a leader deposed while its hook runs cannot commit the application
 //     bag it wrote.
 //
@@ -67,6 +69,7 @@ func TestBashCharmOnThreeSidecars(t *testing.T) {
 		{"a config file change fires config-changed on every unit without a restart", testConfigChangeWithoutRestart},
 		{"a hook killed mid-way commits nothing and runs again first", testKilledHookCommitsNothing},
 		{"a pod replaced on an empty disk at a new address sees only the churn sequence", testEmptyDiskReplacement},
+		{"the leader's pod replaced keeps the unit leading, with no election and no gap", testLeaderPodReplaced},
 		{"a leader deposed during a hook cannot commit the application bag", testDeposedLeader},
 	}
 	failed := false
@@ -402,16 +405,12 @@ func testDeposedLeader(t *testing.T, cc *charmCluster) {
 	t.Logf("%s took the lease %v after %s was paused", cc.unitOf(newLeader), time.Since(paused).Round(time.Millisecond), l.name)
 	newUnit := cc.unitOf(newLeader)
 	pr.signal(syscall.SIGCONT)
-	waitFor(t, startTimeout, l.name+" to follow the new leader", func() (bool, string) {
+	waitFor(t, startTimeout, l.name+" to see "+newUnit+" lead the application", func() (bool, string) {
 		st, err := l.status()
 		if err != nil {
 			return false, err.Error()
 		}
-		nst, err := newLeader.status()
-		if err != nil {
-			return false, err.Error()
-		}
-		return st.GetLeader() == nst.GetSelf() && nst.GetLeader() == nst.GetSelf(), fmt.Sprintf("%s says the leader is %q", l.name, st.GetLeader())
+		return st.GetLeaderUnit() == newUnit && st.GetAppliedIndex() >= st.GetCommitIndex(), fmt.Sprintf("%s says the application leader is %q", l.name, st.GetLeaderUnit())
 	})
 
 	cc.touch(l, "unblock")
@@ -648,26 +647,34 @@ func (cc *charmCluster) units() []string {
 	return out
 }
 
-// leader returns the pod that leads the raft group and whose unit the
-// application bag names as leader (the lease holder), once they agree.
+// leader returns the pod whose unit holds the application leadership
+// lease (a unit, not the raft leader, leads the application) once the
+// application bag names it as leader (its leader-elected ran).
 func (cc *charmCluster) leader() (*pod, string) {
 	cc.t.Helper()
 	var lp *pod
-	waitFor(cc.t, startTimeout, "the raft leader's unit to be the application leader", func() (bool, string) {
-		v, problem := cc.observeCluster()
-		if problem != "" {
-			return false, problem
+	waitFor(cc.t, startTimeout, "a running pod's unit to be the application leader", func() (bool, string) {
+		lp = nil
+		var holder string
+		for _, p := range cc.runningPods() {
+			st, err := p.status()
+			if err != nil {
+				return false, err.Error()
+			}
+			if holder = st.GetLeaderUnit(); holder != "" {
+				break
+			}
 		}
 		for _, p := range cc.runningPods() {
-			if v.selfOf(p) == v.leader {
+			if cc.unitOf(p) == holder {
 				lp = p
 			}
 		}
 		if lp == nil {
-			return false, "no running pod leads: " + v.String()
+			return false, fmt.Sprintf("the lease is held by %q, the unit of no running pod", holder)
 		}
 		app := cc.peerBags(lp)[cc.app]
-		return app["leader"] == cc.unitOf(lp), fmt.Sprintf("%s leads; the application bag says the leader is %q", lp.name, app["leader"])
+		return app["leader"] == holder, fmt.Sprintf("%s holds the lease; the application bag says the leader is %q", holder, app["leader"])
 	})
 	return lp, cc.unitOf(lp)
 }
