@@ -588,6 +588,7 @@ func (a *Agent) teardown(ctx context.Context) {
 	st := a.node.State()
 	a.logger().Warn("this unit was removed; running its last hooks", "unit", a.unit())
 	run := func(h Hook) {
+		h.StoreView = true
 		hc := newHookContext(a, a.unit()+"-"+h.FullName()+"-"+randomID(), a.unit(), h, st)
 		a.running.Store(hc)
 		res := a.cfg.Runner.Run(ctx, HookRun{ContextID: hc.id, Hook: h.FullName(), Dir: a.cfg.Charm.Dir, Env: a.hookEnv(hc)})

@@ -2,10 +2,12 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -663,6 +665,41 @@ func TestAPodThatMovesToAnotherUnitStartsThatUnitsLife(t *testing.T) {
 
 func memberOf(a *testAgent) string { return a.cfg.Member }
 
+// checkGoalState checks goal-state's JSON as Juju's controller makes it:
+// every unit with its workload status and since (unknown, since it was
+// created, for a unit that set none); relations with other applications
+// only (no peer relation), the remote application and its units joined
+// since the relation was made.
+func checkGoalState(t *testing.T, file string, st *state.State) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type entry struct{ Status, Since string }
+	var gs struct {
+		Units     map[string]entry
+		Relations map[string]map[string]entry
+	}
+	if err := json.Unmarshal(b, &gs); err != nil {
+		t.Fatalf("goal-state: %v: %s", err, b)
+	}
+	format := func(tm time.Time) string { return tm.UTC().Format("2006-01-02 15:04:05Z") }
+	u1, _ := st.Unit("app/1")
+	db, _ := st.FindRelation("db", "pg", "db")
+	wantUnits := map[string]entry{"app/1": {"unknown", format(u1.Created)}}
+	if ws, ok := st.Status("app/0"); ok {
+		wantUnits["app/0"] = entry{ws.Status, format(ws.Since)}
+	} else {
+		u0, _ := st.Unit("app/0")
+		wantUnits["app/0"] = entry{"unknown", format(u0.Created)}
+	}
+	wantRelations := map[string]map[string]entry{"db": {"pg": {"joined", format(db.Created)}, "pg/0": {"joined", format(db.Created)}}}
+	if !maps.Equal(gs.Units, wantUnits) || len(gs.Relations) != 1 || !maps.Equal(gs.Relations["db"], wantRelations["db"]) {
+		t.Errorf("goal-state: %s\nwant units %v, relations %v", b, wantUnits, wantRelations)
+	}
+}
+
 // TestHookOfARemovedRelationMayStillWriteToIt: relation-departed and
 // relation-broken of a relation between applications that was removed may
 // write to it, as in Juju; the writes go with the relation, and the hooks
@@ -707,9 +744,7 @@ esac`)
 	if b, _ := os.ReadFile(filepath.Join(dir, "ingress")); strings.TrimSpace(string(b)) != "10.1.2.3" {
 		t.Errorf("network-get db --ingress-address: %q", b)
 	}
-	if b, _ := os.ReadFile(filepath.Join(dir, "goal-state")); !strings.Contains(string(b), `"db":{"pg":{"status":"joined"`) || !strings.Contains(string(b), `"pg/0":{"status":"joined"`) {
-		t.Errorf("goal-state: %s", b)
-	}
+	checkGoalState(t, filepath.Join(dir, "goal-state"), s.State())
 	// A remote unit that is not in the relation: Juju's permission denied.
 	if b, _ := os.ReadFile(filepath.Join(dir, "not-in-relation")); string(b) != "ERROR permission denied\nexit 1\n" {
 		t.Errorf("relation-get of a unit not in the relation: %q", b)

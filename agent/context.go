@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -83,27 +84,72 @@ func (c *hookContext) HookRelation() (int, bool) {
 func (c *hookContext) RemoteUnit() string { return c.hook.RemoteUnit }
 func (c *hookContext) RemoteApp() string  { return c.hook.RemoteApp }
 
+// The relations a hook sees, and their members, are the unit's own view
+// of them, hook by hook, as Juju's uniter keeps it: a relation is there
+// from its relation-created on (inside that hook too) until its
+// relation-broken has run (inside that hook still), and a remote unit is a
+// member from its relation-joined on (inside that hook too) until its
+// relation-departed (not inside that hook). That view is the cursor the
+// hook commits (Hook.Next), plus the hook's own relation. A removed
+// unit's last hooks (Hook.StoreView) see the store's relations and
+// members.
+
+// viewed returns the unit's view of a relation during this hook (nil when
+// the hook has no cursor: see above) and whether the relation is in it.
+func (c *hookContext) viewed(id int64) (*RelationCursor, bool) {
+	if c.hook.StoreView {
+		_, ok := c.st.Relation(id)
+		return nil, ok || (c.hook.Relation != nil && c.hook.Relation.ID == id)
+	}
+	if rc, ok := c.hook.Next.Relations[id]; ok {
+		return rc, true
+	}
+	if c.hook.Relation != nil && c.hook.Relation.ID == id {
+		return &RelationCursor{Endpoint: c.hook.Relation.Endpoint, Peer: c.hook.Relation.Peer}, true
+	}
+	return nil, false
+}
+
 func (c *hookContext) Relation(id int) (hooktools.Relation, error) {
+	rc, visible := c.viewed(int64(id))
+	if !visible {
+		return nil, hooktools.ErrRelationNotFound
+	}
 	r, ok := c.st.Relation(int64(id))
 	if !ok {
 		// A departed or broken hook runs for a relation the store no
 		// longer has; its tools still work on what the hook knows.
-		if c.hook.Relation != nil && c.hook.Relation.ID == int64(id) {
+		switch {
+		case c.hook.Relation != nil && c.hook.Relation.ID == int64(id):
 			r = c.hook.Relation
-		} else {
+		case rc != nil:
+			r = &state.Relation{ID: int64(id), Endpoint: rc.Endpoint, Peer: rc.Peer}
+		default:
 			return nil, hooktools.ErrRelationNotFound
 		}
 	}
-	return &hookRelation{c: c, r: r}, nil
+	return &hookRelation{c: c, r: r, view: rc}, nil
 }
 
 func (c *hookContext) RelationIDs(endpoint string) []int {
 	var out []int
-	for _, r := range c.st.Relations() {
-		if r.Endpoint == endpoint {
-			out = append(out, int(r.ID))
+	if c.hook.StoreView {
+		for _, r := range c.st.Relations() {
+			if r.Endpoint == endpoint {
+				out = append(out, int(r.ID))
+			}
+		}
+		return out
+	}
+	for id, rc := range c.hook.Next.Relations {
+		if rc.Endpoint == endpoint {
+			out = append(out, int(id))
 		}
 	}
+	if r := c.hook.Relation; r != nil && r.Endpoint == endpoint && c.hook.Next.Relations[r.ID] == nil {
+		out = append(out, int(r.ID))
+	}
+	slices.Sort(out)
 	return out
 }
 
@@ -365,6 +411,14 @@ func hostCIDR(addr string) string {
 func (c *hookContext) PrivateAddress() (string, error) { return c.a.cfg.Address, nil }
 func (c *hookContext) PublicAddress() (string, error)  { return c.a.cfg.Address, nil }
 
+// GoalState reports what Juju's controller reports: every unit of the
+// application that is not removed, with its workload status and since when
+// (a unit whose charm never set one: unknown, since the unit was created);
+// and for each relation with another application (peer relations are left
+// out, as in Juju), keyed by this side's endpoint, the remote application
+// and the remote units in the relation. The remote side's workload statuses
+// are not replicated here: those entries say joined, since the relation was
+// made.
 func (c *hookContext) GoalState() (hooktools.GoalState, error) {
 	gs := hooktools.GoalState{Units: map[string]hooktools.GoalStatus{}, Relations: map[string]map[string]hooktools.GoalStatus{}}
 	st := c.st
@@ -372,18 +426,27 @@ func (c *hookContext) GoalState() (hooktools.GoalState, error) {
 		if u.State == state.UnitRemoved {
 			continue
 		}
-		since := u.Created
-		gs.Units[u.Name] = hooktools.GoalStatus{Status: "active", Since: &since}
+		ws := unitStatus(st, u.Name)
+		since := ws.Since
+		if since.IsZero() {
+			since = u.Created
+		}
+		gs.Units[u.Name] = hooktools.GoalStatus{Status: ws.Status, Since: &since}
 	}
 	for _, r := range st.Relations() {
-		m := map[string]hooktools.GoalStatus{}
+		if r.Peer {
+			continue
+		}
+		m := gs.Relations[r.Endpoint]
+		if m == nil {
+			m = map[string]hooktools.GoalStatus{}
+			gs.Relations[r.Endpoint] = m
+		}
+		since := r.Created
+		m[r.RemoteApp] = hooktools.GoalStatus{Status: "joined", Since: &since}
 		for u := range Members(st, r, c.unit) {
-			m[u] = hooktools.GoalStatus{Status: "joined"}
+			m[u] = hooktools.GoalStatus{Status: "joined", Since: &since}
 		}
-		if !r.Peer {
-			m[r.RemoteApp] = hooktools.GoalStatus{Status: "joined"}
-		}
-		gs.Relations[r.Endpoint] = m
 	}
 	return gs, nil
 }
@@ -448,6 +511,9 @@ func splitSettings(m map[string]string) (map[string]string, []string) {
 type hookRelation struct {
 	c *hookContext
 	r *state.Relation
+	// view is the unit's view of the relation in this hook (nil: none,
+	// see hookContext.viewed).
+	view *RelationCursor
 }
 
 func (h *hookRelation) ID() int           { return int(h.r.ID) }
@@ -465,8 +531,15 @@ func (h *hookRelation) ModelUUID() string {
 	return h.c.a.cfg.ModelUUID
 }
 
+// Members are the remote units the unit has seen join and not yet depart,
+// as of this hook (see viewed).
 func (h *hookRelation) Members() []string {
-	m := Members(h.c.st, h.r, h.c.unit)
+	var m map[string]uint64
+	if h.view != nil {
+		m = h.view.Units
+	} else {
+		m = Members(h.c.st, h.r, h.c.unit)
+	}
 	out := make([]string, 0, len(m))
 	for u := range m {
 		out = append(out, u)

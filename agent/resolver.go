@@ -108,8 +108,12 @@ type Hook struct {
 	RemoteUnit    string
 	RemoteApp     string
 	DepartingUnit string
-	// Next is the cursor once the hook has succeeded.
+	// Next is the cursor once the hook has succeeded. It is also the
+	// unit's view of its relations during the hook (see relation-list).
 	Next Cursor
+	// StoreView: the hook sees the store's relations and members rather
+	// than the unit's view of them (a removed unit's last hooks).
+	StoreView bool
 }
 
 // FullName is the hook's name as Juju gives it to the charm: relation hooks
