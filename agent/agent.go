@@ -337,10 +337,40 @@ func (a *Agent) runUnit(ctx context.Context, unit string) error {
 			h, ok = *failed, true
 		}
 		failed, failedAt = nil, nil
+		if r := cur.Running; r != nil && (!ok || h.ID() != *r) {
+			// A hook was interrupted (its pod died with it): as in Juju,
+			// it runs again before any other, if it is still due.
+			// In a new pod it runs before the pod-churn sequence, which
+			// follows it.
+			dv := v
+			if cur.Started && cur.Churn == "" {
+				dv.Pod = cur.Pod
+			}
+			if rh, due := Due(dv, cur, *r); due {
+				log.Info("running first the hook that was interrupted", "hook", r.String())
+				h, ok = rh, true
+			}
+		}
 		if !ok {
 			a.wait(ctx, changed, cur)
 			continue
 		}
+		if r := cur.Running; r == nil || *r != h.ID() {
+			// Record the hook before running it. (Usually the previous
+			// hook's commit recorded it already: see recordNext.)
+			if st, err = a.recordRunning(ctx, st, cur, h); err != nil {
+				if ctx.Err() != nil {
+					break
+				}
+				log.Warn("could not record the hook about to run; deciding again", "hook", h.FullName(), "err", err)
+				select {
+				case <-ctx.Done():
+				case <-time.After(retry):
+				}
+				continue
+			}
+		}
+		a.recordNext(v, &h)
 		if err := a.runHook(ctx, context.Background(), h, st); err != nil {
 			if ctx.Err() != nil {
 				break
@@ -364,6 +394,30 @@ func (a *Agent) runUnit(ctx context.Context, unit string) error {
 		retry = a.cfg.RetryDelay
 	}
 	return nil
+}
+
+// recordRunning commits the record that h is about to run (Cursor.Running)
+// and returns the state holding it.
+func (a *Agent) recordRunning(ctx context.Context, st *state.State, cur Cursor, h Hook) (*state.State, error) {
+	unit := a.unit()
+	rec := cur.clone()
+	id := h.ID()
+	rec.Running = &id
+	if _, err := a.applyFenced(ctx, a.fence(st, unit), state.AdvanceCursorOp(unit, st.Cursor(unit), rec.Encode())); err != nil {
+		return nil, err
+	}
+	return a.node.State(), nil
+}
+
+// recordNext sets the record of h's commit (h.Next.Running) to the hook due
+// after h as the unit's state stands now, so that the next hook is
+// recorded before it runs without a commit of its own; nil when none is.
+func (a *Agent) recordNext(v View, h *Hook) {
+	h.Next.Running = nil
+	if next, ok := Next(v, h.Next); ok {
+		id := next.ID()
+		h.Next.Running = &id
+	}
 }
 
 // notHeld says why unit is not held by this member in st, or "" if it is.

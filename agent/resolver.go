@@ -33,6 +33,37 @@ type Cursor struct {
 	// UpdateStatus is when update-status last ran (unix nanoseconds).
 	UpdateStatus int64                     `json:"update_status,omitempty"`
 	Relations    map[int64]*RelationCursor `json:"relations,omitempty"`
+	// Running is the hook the unit was about to run, or running, when this
+	// cursor was committed (nil: none). As Juju's uniter records an
+	// operation before it runs it, an interrupted hook — its pod killed or
+	// replaced, on any disk — runs again before any other, if it is still
+	// due. The record rides on the previous hook's commit; only a hook
+	// started from idle commits it on its own.
+	Running *HookID `json:"running,omitempty"`
+}
+
+// HookID identifies a hook: its kind, its relation (0 and Relation false
+// outside relation hooks) and its remote unit or application.
+type HookID struct {
+	Name       string `json:"name"`
+	Relation   int64  `json:"relation,omitempty"`
+	InRelation bool   `json:"in_relation,omitempty"`
+	RemoteUnit string `json:"remote_unit,omitempty"`
+	RemoteApp  string `json:"remote_app,omitempty"`
+}
+
+func (id HookID) String() string {
+	s := id.Name
+	if id.InRelation {
+		s += fmt.Sprintf(" (relation %d", id.Relation)
+		if id.RemoteUnit != "" {
+			s += ", " + id.RemoteUnit
+		} else if id.RemoteApp != "" {
+			s += ", " + id.RemoteApp
+		}
+		s += ")"
+	}
+	return s
 }
 
 // RelationCursor is what a unit was told of one relation.
@@ -71,6 +102,10 @@ func (c Cursor) Encode() []byte {
 
 func (c Cursor) clone() Cursor {
 	n := c
+	if c.Running != nil {
+		r := *c.Running
+		n.Running = &r
+	}
 	n.Relations = make(map[int64]*RelationCursor, len(c.Relations))
 	for id, r := range c.Relations {
 		rc := *r
@@ -116,6 +151,18 @@ type Hook struct {
 	StoreView bool
 }
 
+// ID identifies the hook (see Cursor.Running).
+func (h Hook) ID() HookID {
+	id := HookID{Name: h.Name, RemoteUnit: h.RemoteUnit}
+	if h.Relation != nil {
+		id.Relation, id.InRelation = h.Relation.ID, true
+		if h.RemoteUnit == "" {
+			id.RemoteApp = h.RemoteApp
+		}
+	}
+	return id
+}
+
 // FullName is the hook's name as Juju gives it to the charm: relation hooks
 // are named after their endpoint ("db-relation-changed").
 func (h Hook) FullName() string {
@@ -157,6 +204,35 @@ const (
 // peer relations); leader-elected or leader-settings-changed;
 // config-changed; and update-status when due.
 func Next(v View, cur Cursor) (Hook, bool) {
+	var first Hook
+	found := false
+	dueHooks(v, cur, func(h Hook) bool {
+		first, found = h, true
+		return false
+	})
+	return first, found
+}
+
+// Due returns the hook identified by id if it is due now (any hook Next
+// could return next or later without the state changing): the hook an
+// interrupted run recorded, run again first.
+func Due(v View, cur Cursor, id HookID) (Hook, bool) {
+	var match Hook
+	found := false
+	dueHooks(v, cur, func(h Hook) bool {
+		if h.ID() == id {
+			match, found = h, true
+			return false
+		}
+		return true
+	})
+	return match, found
+}
+
+// dueHooks calls yield with each hook due for the unit, in Next's order of
+// priority, until yield returns false. Each is decided from cur as it is:
+// the first is the one Next returns.
+func dueHooks(v View, cur Cursor, yield func(Hook) bool) {
 	c := cur.clone()
 	st := v.State
 	lease := st.Lease()
@@ -171,37 +247,45 @@ func Next(v View, cur Cursor) (Hook, bool) {
 	if !c.Installed {
 		n := c
 		n.Installed, n.Pod = true, v.Pod
-		return Hook{Name: HookInstall, Next: n}, true
+		yield(Hook{Name: HookInstall, Next: n})
+		return
 	}
 	if !c.Started {
 		for _, r := range rels {
 			if rc := c.Relations[r.ID]; r.Peer && (rc == nil || !rc.Created) {
-				return relationHook(c, r, HookRelationCreated, "", "", func(rc *RelationCursor) { rc.Created = true })
+				if h, _ := relationHook(c, r, HookRelationCreated, "", "", func(rc *RelationCursor) { rc.Created = true }); !yield(h) {
+					return
+				}
 			}
 		}
-		if h, ok := leadershipHook(c, v, leader, lease, settingsRev, true); ok {
-			return h, true
+		if h, ok := leadershipHook(c, v, leader, lease, settingsRev, true); ok && !yield(h) {
+			return
 		}
 		if c.ConfigHash != v.ConfigHash {
 			n := c
 			n.ConfigHash = v.ConfigHash
-			return Hook{Name: HookConfigChanged, Next: n}, true
+			if !yield(Hook{Name: HookConfigChanged, Next: n}) {
+				return
+			}
 		}
 		n := c
 		n.Started, n.Pod, n.UpdateStatus = true, v.Pod, v.Now.UnixNano()
-		return Hook{Name: HookStart, Next: n}, true
+		yield(Hook{Name: HookStart, Next: n})
+		return
 	}
 
 	if c.Pod != v.Pod && c.Churn == "" {
 		n := c
 		n.Pod, n.Churn = v.Pod, HookConfigChanged
-		return Hook{Name: HookUpgradeCharm, Next: n}, true
+		yield(Hook{Name: HookUpgradeCharm, Next: n})
+		return
 	}
 	switch c.Churn {
 	case HookConfigChanged:
 		n := c
 		n.ConfigHash, n.Churn = v.ConfigHash, HookLeaderSettingsChanged
-		return Hook{Name: HookConfigChanged, Next: n}, true
+		yield(Hook{Name: HookConfigChanged, Next: n})
+		return
 	case HookLeaderSettingsChanged:
 		n := c
 		n.Churn = HookStart
@@ -210,21 +294,24 @@ func Next(v View, cur Cursor) (Hook, bool) {
 			if lease.Unit != "" {
 				n.LeaderEpoch = lease.Epoch
 			}
-			return Hook{Name: HookLeaderSettingsChanged, Next: n}, true
+			yield(Hook{Name: HookLeaderSettingsChanged, Next: n})
+			return
 		}
 		c = n
 		fallthrough
 	case HookStart:
 		n := c
 		n.Churn = ""
-		return Hook{Name: HookStart, Next: n}, true
+		yield(Hook{Name: HookStart, Next: n})
+		return
 	}
 
 	present := map[int64]bool{}
 	for _, r := range rels {
 		present[r.ID] = true
-		if h, ok := relationEvents(c, v, r, leader); ok {
-			return h, true
+		var more bool
+		if c, more = relationEvents(c, v, r, leader, yield); !more {
+			return
 		}
 	}
 	var gone []int64
@@ -238,8 +325,12 @@ func Next(v View, cur Cursor) (Hook, bool) {
 		rc := c.Relations[id]
 		r := &state.Relation{ID: id, Endpoint: rc.Endpoint, Peer: rc.Peer}
 		if units := sortedUnits(rc.Units); len(units) > 0 {
-			u := units[0]
-			return relationHook(c, r, HookRelationDeparted, u, appOf(u), func(rc *RelationCursor) { delete(rc.Units, u) }, u)
+			for _, u := range units {
+				if h, _ := relationHook(c, r, HookRelationDeparted, u, appOf(u), func(rc *RelationCursor) { delete(rc.Units, u) }, u); !yield(h) {
+					return
+				}
+			}
+			continue // broken once every unit departed
 		}
 		n := c.clone()
 		delete(n.Relations, id)
@@ -247,23 +338,26 @@ func Next(v View, cur Cursor) (Hook, bool) {
 			c = n // peer relations are never broken; nothing was created
 			continue
 		}
-		return Hook{Name: HookRelationBroken, Relation: r, Next: n}, true
+		if !yield(Hook{Name: HookRelationBroken, Relation: r, Next: n}) {
+			return
+		}
 	}
 
-	if h, ok := leadershipHook(c, v, leader, lease, settingsRev, false); ok {
-		return h, true
+	if h, ok := leadershipHook(c, v, leader, lease, settingsRev, false); ok && !yield(h) {
+		return
 	}
 	if c.ConfigHash != v.ConfigHash {
 		n := c
 		n.ConfigHash = v.ConfigHash
-		return Hook{Name: HookConfigChanged, Next: n}, true
+		if !yield(Hook{Name: HookConfigChanged, Next: n}) {
+			return
+		}
 	}
 	if v.UpdateStatusEvery > 0 && v.Now.Sub(time.Unix(0, c.UpdateStatus)) >= v.UpdateStatusEvery {
 		n := c
 		n.UpdateStatus = v.Now.UnixNano()
-		return Hook{Name: HookUpdateStatus, Next: n}, true
+		yield(Hook{Name: HookUpdateStatus, Next: n})
 	}
-	return Hook{}, false
 }
 
 // leadershipHook returns leader-elected for a leader not yet told of its
@@ -288,19 +382,25 @@ func leadershipHook(c Cursor, v View, leader bool, lease state.Lease, settingsRe
 	return Hook{}, false
 }
 
-// relationEvents returns the next event of one live relation.
-func relationEvents(c Cursor, v View, r *state.Relation, leader bool) (Hook, bool) {
+// relationEvents yields the due events of one live relation, in order; it
+// returns the cursor later events are decided from (changed only by what
+// the unit absorbs without a hook) and false once yield returned false.
+func relationEvents(c Cursor, v View, r *state.Relation, leader bool, yield func(Hook) bool) (Cursor, bool) {
 	rc := c.Relations[r.ID]
 	if rc == nil || !rc.Created {
-		return relationHook(c, r, HookRelationCreated, "", "", func(rc *RelationCursor) { rc.Created = true })
+		h, _ := relationHook(c, r, HookRelationCreated, "", "", func(rc *RelationCursor) { rc.Created = true })
+		return c, yield(h) // nothing else of the relation before it is created
 	}
 	if u := rc.ChangedPending; u != "" {
-		return relationHook(c, r, HookRelationChanged, u, appOf(u), func(rc *RelationCursor) { rc.ChangedPending = "" })
+		h, _ := relationHook(c, r, HookRelationChanged, u, appOf(u), func(rc *RelationCursor) { rc.ChangedPending = "" })
+		return c, yield(h) // the changed due after a join comes first
 	}
 	members := Members(v.State, r, v.Unit)
 	for _, u := range sortedUnits(rc.Units) {
 		if _, ok := members[u]; !ok {
-			return relationHook(c, r, HookRelationDeparted, u, appOf(u), func(rc *RelationCursor) { delete(rc.Units, u) }, u)
+			if h, _ := relationHook(c, r, HookRelationDeparted, u, appOf(u), func(rc *RelationCursor) { delete(rc.Units, u) }, u); !yield(h) {
+				return c, false
+			}
 		}
 	}
 	appOwner := r.RemoteApp
@@ -317,8 +417,8 @@ func relationEvents(c Cursor, v View, r *state.Relation, leader bool) (Hook, boo
 			c = c.clone()
 			c.Relations[r.ID].AppRev = appRev
 			rc = c.Relations[r.ID]
-		} else {
-			return relationHook(c, r, HookRelationChanged, "", appOwner, func(rc *RelationCursor) { rc.AppRev = appRev })
+		} else if h, _ := relationHook(c, r, HookRelationChanged, "", appOwner, func(rc *RelationCursor) { rc.AppRev = appRev }); !yield(h) {
+			return c, false
 		}
 	}
 	names := make([]string, 0, len(members))
@@ -329,18 +429,22 @@ func relationEvents(c Cursor, v View, r *state.Relation, leader bool) (Hook, boo
 	for _, u := range names {
 		if _, ok := rc.Units[u]; !ok {
 			rev := members[u]
-			return relationHook(c, r, HookRelationJoined, u, appOf(u), func(rc *RelationCursor) {
+			if h, _ := relationHook(c, r, HookRelationJoined, u, appOf(u), func(rc *RelationCursor) {
 				rc.Units[u] = rev
 				rc.ChangedPending = u
-			})
+			}); !yield(h) {
+				return c, false
+			}
 		}
 	}
 	for _, u := range names {
-		if rev := members[u]; rev != rc.Units[u] {
-			return relationHook(c, r, HookRelationChanged, u, appOf(u), func(rc *RelationCursor) { rc.Units[u] = rev })
+		if rev, seen := rc.Units[u]; seen && members[u] != rev {
+			if h, _ := relationHook(c, r, HookRelationChanged, u, appOf(u), func(rc *RelationCursor) { rc.Units[u] = members[u] }); !yield(h) {
+				return c, false
+			}
 		}
 	}
-	return Hook{}, false
+	return c, true
 }
 
 // relationHook builds a relation hook whose Next cursor is c changed by
