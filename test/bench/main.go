@@ -68,6 +68,9 @@ var experiments = []experiment{
 	{key: "soak", run: soakExperiment, optIn: true},
 	// Two related applications of their own (bagkeeper only).
 	{key: "relations", run: relationsExperiment, optIn: true},
+	// An application of its own whose leader's pod is replaced, then
+	// killed for good (bagkeeper only).
+	{key: "leadership", run: leadershipExperiment, optIn: true},
 }
 
 // extraExperiment runs the target's own measurements, if it has any.
