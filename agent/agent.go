@@ -84,6 +84,10 @@ type Config struct {
 	// third of it). Default 60s.
 	LeaseDuration time.Duration
 
+	// SecretsKey seals and opens secret content (nil: secrets disabled;
+	// see secrets.go).
+	SecretsKey *SecretsKey
+
 	Logger *slog.Logger
 	Now    func() time.Time
 }
@@ -103,6 +107,8 @@ type Agent struct {
 	srv     *server
 	// kick wakes the hook loop (config changed).
 	kick chan struct{}
+	// secretsChecked: the secrets key was checked against the store's.
+	secretsChecked atomic.Bool
 }
 
 // New checks the configuration and returns an agent.
@@ -330,6 +336,7 @@ func (a *Agent) runUnit(ctx context.Context, unit string) error {
 				continue
 			}
 		}
+		a.checkSecretsKey(st) // secrets.go
 		v := View{State: st, Unit: unit, Pod: a.cfg.Pod, ConfigHash: a.configHash(), Now: a.now(), UpdateStatusEvery: a.cfg.UpdateStatusEvery}
 		h, ok := Next(v, cur)
 		if failed != nil && bytes.Equal(failedAt, st.Cursor(unit)) {

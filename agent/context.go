@@ -414,6 +414,7 @@ func (c *hookContext) ops() []*storepb.Op {
 	if len(c.portsOpen) > 0 || len(c.portsClose) > 0 {
 		ops = append(ops, state.UpdatePortsOp(c.unit, c.portsOpen, c.portsClose))
 	}
+	ops = append(ops, c.secretHookOps()...) // secrets.go
 	return ops
 }
 

@@ -33,6 +33,7 @@ type Cursor struct {
 	// UpdateStatus is when update-status last ran (unix nanoseconds).
 	UpdateStatus int64                     `json:"update_status,omitempty"`
 	Relations    map[int64]*RelationCursor `json:"relations,omitempty"`
+	Secrets      *SecretsCursor            `json:"secrets,omitempty"` // secret_events.go
 }
 
 // RelationCursor is what a unit was told of one relation.
@@ -108,6 +109,8 @@ type Hook struct {
 	RemoteUnit    string
 	RemoteApp     string
 	DepartingUnit string
+	// Secret is the secret of a secret hook (secret_events.go).
+	Secret *SecretHook
 	// Next is the cursor once the hook has succeeded.
 	Next Cursor
 }
@@ -244,6 +247,9 @@ func Next(v View, cur Cursor) (Hook, bool) {
 			continue
 		}
 		return Hook{Name: HookRelationBroken, Relation: r, Next: n}, true
+	}
+	if h, ok := secretEvents(c, v); ok {
+		return h, true
 	}
 
 	if h, ok := leadershipHook(c, v, leader, lease, settingsRev, false); ok {
