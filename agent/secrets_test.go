@@ -85,18 +85,19 @@ func TestSecretToolsWithoutAKeyOrWithAnotherOne(t *testing.T) {
 	if r.code != 1 || r.stderr != "ERROR secrets are not enabled: the sidecar has no --secrets-key-file\n" {
 		t.Fatalf("secret-add without a key: %+v", r)
 	}
-	ta.cfg.SecretsKey = mustKey(t, rawKeyA)
-	r = ta.run(t, dir, nil, nil, "secret-add", "password=x")
+	// An agent with the key, then one with another key, on the same store.
+	withA := startToolAgent(t, withKey(mustKey(t, rawKeyA)), func(c *Config) { c.Store = ta.store })
+	r = withA.run(t, dir, nil, nil, "secret-add", "password=x")
 	if r.code != 0 || !strings.HasPrefix(r.stdout, "secret:") {
 		t.Fatalf("secret-add with the key: %+v", r)
 	}
 	uri := strings.TrimSpace(r.stdout)
 	// A member with another key refuses, naming both ids.
 	keyB := mustKey(t, rawKeyB)
-	ta.cfg.SecretsKey = keyB
+	withB := startToolAgent(t, withKey(keyB), func(c *Config) { c.Store = ta.store })
 	want := fmt.Sprintf("ERROR secrets key mismatch: the stored secrets were sealed with key id %s, this sidecar's --secrets-key-file has key id %s\n", mustKey(t, rawKeyA).ID(), keyB.ID())
 	for _, argv := range [][]string{{"secret-get", uri}, {"secret-add", "password=y"}, {"secret-ids"}} {
-		if r := ta.run(t, dir, nil, nil, argv[0], argv[1:]...); r.code != 1 || r.stderr != want {
+		if r := withB.run(t, dir, nil, nil, argv[0], argv[1:]...); r.code != 1 || r.stderr != want {
 			t.Errorf("%q with another key: %+v", argv, r)
 		}
 	}
