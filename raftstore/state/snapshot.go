@@ -24,7 +24,8 @@ const maxSnapshotRecord = MaxBagSize + 1<<20
 
 // WriteSnapshot streams s to w as length-delimited SnapshotRecord messages:
 // a header, one record per relation, bag, unit, charm state, cursor,
-// status, unit extras, client session and waiting claimant, and an end
+// status, unit extras, client session, waiting claimant and secret (its
+// content sealed, see secrets.go), and an end
 // record carrying the count and a CRC-32C of everything before it, so that
 // a truncated or damaged snapshot is refused on restore. Memory use is one
 // record at a time. The encoding is deterministic: the same State always

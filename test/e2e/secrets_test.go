@@ -116,6 +116,16 @@ func TestSecretsSurviveAnEmptyDiskAndNeverReachTheDisk(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Nor in any sidecar's log.
+	logs, _ := filepath.Glob(filepath.Join(cc.dir, "*.log"))
+	for _, l := range logs {
+		if data, err := os.ReadFile(l); err == nil && bytes.Contains(data, []byte(value)) {
+			t.Errorf("the sidecar log %s holds the secret's value", l)
+		}
+	}
+	if len(logs) == 0 {
+		t.Error("no sidecar log found to check")
+	}
 	if withID == 0 {
 		t.Fatalf("none of the %d files of the data dirs holds even the secret's id: the search proves nothing", files)
 	}
