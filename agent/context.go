@@ -45,6 +45,7 @@ type hookContext struct {
 	stateDel     map[string]bool
 	portsOpen    []state.Port
 	portsClose   []state.Port
+	secrets      secretBuffer // secrets.go
 }
 
 var (

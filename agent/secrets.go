@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,8 +35,11 @@ import (
 // secret tool of such a member fails naming both ids.
 //
 // Secret changes (secret-add, secret-set, secret-remove, secret-grant,
-// secret-revoke, and the revision a consumer follows) take effect at once,
-// as leader-set does, not when the hook ends.
+// secret-revoke, and the revision a consumer follows) are kept with the
+// hook and committed with its other writes and its cursor, only if it
+// exits 0, as Juju commits them. Each is checked when the tool is called,
+// against the current state with the hook's earlier secret changes
+// applied, which is also what the hook's secret tools read.
 
 // SecretsKeySize is the size of an application secrets key.
 const SecretsKeySize = 32
@@ -184,21 +188,71 @@ func secretNotFound(what string) error {
 	return fmt.Errorf("secret %q %w", what, hooktools.ErrSecretNotFound)
 }
 
-// applySecret applies ops for a secret owned by owner: the leader's lease
-// is checked with an application secret's.
+// secretBuffer is a hook's secret changes, committed with the hook.
+type secretBuffer struct {
+	ops []*storepb.Op
+}
+
+// secretView is the state the hook's secret tools see: the current state
+// with the hook's buffered secret changes, and extra, applied (by a state
+// machine of its own, at the agent's clock). An op that would fail at
+// commit fails here.
+func (c *hookContext) secretView(extra ...*storepb.Op) (*state.State, error) {
+	live := c.a.node.State()
+	c.mu.Lock()
+	ops := append(slices.Clone(c.secrets.ops), extra...)
+	c.mu.Unlock()
+	if len(ops) == 0 {
+		return live, nil
+	}
+	m := state.NewMachine()
+	m.Restore(live)
+	cmd := state.NewCommand(ops...)
+	cmd.TimeUnixNano = c.a.now().UnixNano()
+	data, err := state.EncodeEntry(cmd)
+	if err != nil {
+		return nil, err
+	}
+	res, err := m.Apply(live.Index()+1, data)
+	if err != nil {
+		return nil, err
+	}
+	if err := state.ResultError(res); err != nil {
+		return nil, err
+	}
+	return m.State(), nil
+}
+
+// view is secretView for reads.
+func (c *hookContext) view() (*state.State, error) {
+	st, err := c.secretView()
+	return st, secretError(err)
+}
+
+// applySecret buffers ops for a secret owned by owner, once they pass
+// against the hook's view: the leader's lease is checked with an
+// application secret's, there and at commit.
 func (c *hookContext) applySecret(owner string, ops ...*storepb.Op) error {
 	if owner == c.app {
 		ops = append([]*storepb.Op{state.CheckLeaseOp(c.unit)}, ops...)
 	}
-	_, err := c.apply(ops...)
-	switch {
-	case isNotLeader(err):
+	if _, err := c.secretView(ops...); err != nil {
+		return secretError(err)
+	}
+	c.mu.Lock()
+	c.secrets.ops = append(c.secrets.ops, ops...)
+	c.mu.Unlock()
+	return nil
+}
+
+// secretError gives a refused secret op's error as the tools print it.
+func secretError(err error) error {
+	if isNotLeader(err) {
 		return errPermissionDenied
-	case errors.Is(err, state.ErrNotFound):
-		var ce *state.CommandError
-		if errors.As(err, &ce) {
-			return errors.New(ce.Msg)
-		}
+	}
+	var ce *state.CommandError
+	if errors.As(err, &ce) {
+		return errors.New(ce.Msg)
 	}
 	return err
 }
@@ -225,8 +279,7 @@ func (c *hookContext) managed(st *state.State, id, label string) (*state.Secret,
 }
 
 func (c *hookContext) CreateSecret(owner string, args hooktools.SecretUpdateArgs) (string, error) {
-	st := c.a.node.State()
-	k, err := c.secretsKey(st)
+	k, err := c.secretsKey(c.a.node.State())
 	if err != nil {
 		return "", err
 	}
@@ -261,8 +314,11 @@ func deref(p *string) string {
 }
 
 func (c *hookContext) UpdateSecret(id string, args hooktools.SecretUpdateArgs) error {
-	st := c.a.node.State()
-	k, err := c.secretsKey(st)
+	k, err := c.secretsKey(c.a.node.State())
+	if err != nil {
+		return err
+	}
+	st, err := c.view()
 	if err != nil {
 		return err
 	}
@@ -292,8 +348,11 @@ func (c *hookContext) UpdateSecret(id string, args hooktools.SecretUpdateArgs) e
 }
 
 func (c *hookContext) RemoveSecret(id string, revision int) error {
-	st := c.a.node.State()
-	if _, err := c.secretsKey(st); err != nil {
+	if _, err := c.secretsKey(c.a.node.State()); err != nil {
+		return err
+	}
+	st, err := c.view()
+	if err != nil {
 		return err
 	}
 	s, err := c.managed(st, id, "")
@@ -304,8 +363,11 @@ func (c *hookContext) RemoveSecret(id string, revision int) error {
 }
 
 func (c *hookContext) GetSecret(id, label string, refresh, peek bool) (map[string]string, error) {
-	st := c.a.node.State()
-	k, err := c.secretsKey(st)
+	k, err := c.secretsKey(c.a.node.State())
+	if err != nil {
+		return nil, err
+	}
+	st, err := c.view()
 	if err != nil {
 		return nil, err
 	}
@@ -364,8 +426,11 @@ func (c *hookContext) GetSecret(id, label string, refresh, peek bool) (map[strin
 }
 
 func (c *hookContext) SecretIDs() ([]string, error) {
-	st := c.a.node.State()
-	if _, err := c.secretsKey(st); err != nil {
+	if _, err := c.secretsKey(c.a.node.State()); err != nil {
+		return nil, err
+	}
+	st, err := c.view()
+	if err != nil {
 		return nil, err
 	}
 	leader, _ := c.IsLeader()
@@ -379,8 +444,11 @@ func (c *hookContext) SecretIDs() ([]string, error) {
 }
 
 func (c *hookContext) SecretInfo(id, label string) (hooktools.SecretInfo, error) {
-	st := c.a.node.State()
-	if _, err := c.secretsKey(st); err != nil {
+	if _, err := c.secretsKey(c.a.node.State()); err != nil {
+		return hooktools.SecretInfo{}, err
+	}
+	st, err := c.view()
+	if err != nil {
 		return hooktools.SecretInfo{}, err
 	}
 	s, err := c.managed(st, id, label)
@@ -416,8 +484,11 @@ func (c *hookContext) SecretInfo(id, label string) (hooktools.SecretInfo, error)
 }
 
 func (c *hookContext) GrantSecret(id string, relationID int, unit string) error {
-	st := c.a.node.State()
-	if _, err := c.secretsKey(st); err != nil {
+	if _, err := c.secretsKey(c.a.node.State()); err != nil {
+		return err
+	}
+	st, err := c.view()
+	if err != nil {
 		return err
 	}
 	s, err := c.managed(st, id, "")
@@ -439,8 +510,11 @@ func (c *hookContext) GrantSecret(id string, relationID int, unit string) error 
 }
 
 func (c *hookContext) RevokeSecret(id string, relationID int, app, unit string) error {
-	st := c.a.node.State()
-	if _, err := c.secretsKey(st); err != nil {
+	if _, err := c.secretsKey(c.a.node.State()); err != nil {
+		return err
+	}
+	st, err := c.view()
+	if err != nil {
 		return err
 	}
 	s, err := c.managed(st, id, "")
@@ -454,14 +528,15 @@ func (c *hookContext) RevokeSecret(id string, relationID int, app, unit string) 
 	return c.applySecret(s.Owner, state.RevokeSecretOp(s.ID, s.Owner, int64(relationID), target))
 }
 
-// secretHookOps are the writes a secret hook commits with its cursor: a
-// secret-rotate hook reschedules the rotation it was run for.
+// secretHookOps are the hook's secret writes, committed with its cursor;
+// a secret-rotate hook also reschedules the rotation it was run for. The
+// caller holds c.mu.
 func (c *hookContext) secretHookOps() []*storepb.Op {
-	h := c.hook
-	if h.Name != HookSecretRotate || h.Secret == nil {
-		return nil
+	ops := slices.Clone(c.secrets.ops)
+	if h := c.hook; h.Name == HookSecretRotate && h.Secret != nil {
+		ops = append(ops, state.SecretRotatedOp(h.Secret.ID, h.Secret.Due))
 	}
-	return []*storepb.Op{state.SecretRotatedOp(h.Secret.ID, h.Secret.Due)}
+	return ops
 }
 
 // secretEnv adds the JUJU_SECRET_* variables of a secret hook.

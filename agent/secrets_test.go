@@ -36,6 +36,26 @@ func mustKey(t *testing.T, raw []byte) *SecretsKey {
 
 func withKey(k *SecretsKey) agentOpt { return func(c *Config) { c.SecretsKey = k } }
 
+// commit commits what the tool agent's hook buffered, as a hook that
+// exits 0 does, and starts the hook's buffers afresh.
+func (ta *toolAgent) commit(t *testing.T) {
+	t.Helper()
+	ta.store.Must(ta.hc.ops()...)
+	ta.hc.mu.Lock()
+	ta.hc.secrets = secretBuffer{}
+	ta.hc.mu.Unlock()
+}
+
+// view is what the tool agent's hook reads of secrets.
+func (ta *toolAgent) view(t *testing.T) *state.State {
+	t.Helper()
+	st, err := ta.hc.secretView()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 func TestSecretsKeyFormatsAndID(t *testing.T) {
 	mac := hmac.New(sha256.New, rawKeyA)
 	mac.Write([]byte("bagkeeper secrets key"))
@@ -92,6 +112,10 @@ func TestSecretToolsWithoutAKeyOrWithAnotherOne(t *testing.T) {
 		t.Fatalf("secret-add with the key: %+v", r)
 	}
 	uri := strings.TrimSpace(r.stdout)
+	if len(ta.store.State().Secrets()) != 0 {
+		t.Fatal("secret-add committed before its hook ended")
+	}
+	ta.store.Must(withA.hc.ops()...) // withA's hook ends (its store is ta's)
 	// A member with another key refuses, naming both ids.
 	keyB := mustKey(t, rawKeyB)
 	withB := startToolAgent(t, withKey(keyB), func(c *Config) { c.Store = ta.store })
@@ -158,7 +182,7 @@ func TestSecretToolsAsOpsCallsThem(t *testing.T) {
 		t.Fatalf("grants in secret-info-get: %s", out)
 	}
 	run(0, "secret-revoke", id, "--relation", fmt.Sprint(ta.rel), "--unit", "app/1")
-	if s, _ := ta.store.State().Secret(bare); len(s.Grants) != 1 || s.Grants[0].Target != "app" {
+	if s, _ := ta.view(t).Secret(bare); len(s.Grants) != 1 || s.Grants[0].Target != "app" {
 		t.Fatalf("after revoke: %+v", s.Grants)
 	}
 	// Not found, as ops expects it ("not found" → SecretNotFoundError).
@@ -167,6 +191,14 @@ func TestSecretToolsAsOpsCallsThem(t *testing.T) {
 	}
 	if out := run(1, "secret-info-get", "--label", "nope"); !strings.HasSuffix(out, "not found\n") {
 		t.Fatalf("missing label: %q", out)
+	}
+	// What the hook wrote commits with it.
+	if _, ok := ta.store.State().Secret(bare); ok {
+		t.Fatal("the secret was committed before the hook ended")
+	}
+	ta.commit(t)
+	if s, ok := ta.store.State().Secret(bare); !ok || s.LatestRevision != 2 || len(s.Grants) != 1 {
+		t.Fatalf("committed: %+v", s)
 	}
 	// Only the leader manages application secrets; a unit secret is its own.
 	ta.store.Must(state.ReleaseLeaseOp("app/0"))
@@ -181,7 +213,7 @@ func TestSecretToolsAsOpsCallsThem(t *testing.T) {
 		t.Fatalf("unit secret info: %s", out)
 	}
 	run(0, "secret-remove", uid)
-	if _, ok := ta.store.State().Secret(strings.TrimPrefix(uid, "secret:")); ok {
+	if _, ok := ta.view(t).Secret(strings.TrimPrefix(uid, "secret:")); ok {
 		t.Fatal("secret-remove left the secret")
 	}
 }
@@ -347,4 +379,38 @@ esac`, key)
 	if n := strings.Count(logged(), "secret-expired"); n != 1 {
 		t.Fatalf("secret-expired ran %d times", n)
 	}
+}
+
+// A hook's secret changes commit with it: a hook that fails leaves no
+// secret behind, and its retry adds the one secret it succeeds with.
+func TestSecretsCommitOnlyWithTheHook(t *testing.T) {
+	s := newMemStore(t)
+	twoUnits(s)
+	a := secretsAgent(t, s, "app/0", `
+if [ "$JUJU_HOOK_NAME" = start ]; then
+	secret-add --label once password=x >/dev/null || exit 1
+	secret-get --label once >/dev/null || exit 1
+	[ -e "$JUJU_CHARM_DIR/fixed" ] || exit 3
+fi`, mustKey(t, rawKeyA))
+	waitFor(t, "start to fail twice", func() error {
+		if n := strings.Count(strings.Join(a.hooks(), "\n"), "start"); n < 2 {
+			return fmt.Errorf("start ran %d times", n)
+		}
+		return nil
+	})
+	if n := len(s.State().Secrets()); n != 0 {
+		t.Fatalf("a failed hook committed %d secrets", n)
+	}
+	if err := os.WriteFile(filepath.Join(a.dir, "fixed"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the retried start to commit", func() error {
+		if e := s.State().UnitExtra("app/0"); e.HookError != "" {
+			return errors.New("start still failing")
+		}
+		if n := len(s.State().Secrets()); n != 1 {
+			return fmt.Errorf("%d secrets", n)
+		}
+		return nil
+	})
 }
