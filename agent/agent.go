@@ -85,6 +85,10 @@ type Config struct {
 	// Default 60s.
 	LeaseDuration time.Duration
 
+	// SecretsKey seals and opens secret content (nil: secrets disabled;
+	// see secrets.go).
+	SecretsKey *SecretsKey
+
 	Logger *slog.Logger
 	Now    func() time.Time
 }
@@ -104,6 +108,8 @@ type Agent struct {
 	srv     *server
 	// kick wakes the hook loop (config changed).
 	kick chan struct{}
+	// secretsChecked: the secrets key was checked against the store's.
+	secretsChecked atomic.Bool
 }
 
 // New checks the configuration and returns an agent.
@@ -331,6 +337,7 @@ func (a *Agent) runUnit(ctx context.Context, unit string) error {
 				continue
 			}
 		}
+		a.checkSecretsKey(st) // secrets.go
 		v := View{State: st, Unit: unit, Pod: a.cfg.Pod, ConfigHash: a.configHash(), Now: a.now(), UpdateStatusEvery: a.cfg.UpdateStatusEvery}
 		h, ok := Next(v, cur)
 		if failed != nil && bytes.Equal(failedAt, st.Cursor(unit)) {

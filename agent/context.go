@@ -46,6 +46,7 @@ type hookContext struct {
 	stateDel     map[string]bool
 	portsOpen    []state.Port
 	portsClose   []state.Port
+	secrets      secretBuffer // secrets.go
 }
 
 var (
@@ -480,6 +481,7 @@ func (c *hookContext) ops() []*storepb.Op {
 	if len(c.portsOpen) > 0 || len(c.portsClose) > 0 {
 		ops = append(ops, state.UpdatePortsOp(c.unit, c.portsOpen, c.portsClose))
 	}
+	ops = append(ops, c.secretHookOps()...) // secrets.go
 	return ops
 }
 

@@ -33,6 +33,7 @@ type Cursor struct {
 	// UpdateStatus is when update-status last ran (unix nanoseconds).
 	UpdateStatus int64                     `json:"update_status,omitempty"`
 	Relations    map[int64]*RelationCursor `json:"relations,omitempty"`
+	Secrets      *SecretsCursor            `json:"secrets,omitempty"` // secret_events.go
 	// Running is the hook the unit was about to run, or running, when this
 	// cursor was committed (nil: none). As Juju's uniter records an
 	// operation before it runs it, an interrupted hook — its pod killed or
@@ -50,6 +51,9 @@ type HookID struct {
 	InRelation bool   `json:"in_relation,omitempty"`
 	RemoteUnit string `json:"remote_unit,omitempty"`
 	RemoteApp  string `json:"remote_app,omitempty"`
+	// Secret and SecretRevision identify a secret hook's secret.
+	Secret         string `json:"secret,omitempty"`
+	SecretRevision int64  `json:"secret_revision,omitempty"`
 }
 
 func (id HookID) String() string {
@@ -62,6 +66,9 @@ func (id HookID) String() string {
 			s += ", " + id.RemoteApp
 		}
 		s += ")"
+	}
+	if id.Secret != "" {
+		s += fmt.Sprintf(" (%s revision %d)", id.Secret, id.SecretRevision)
 	}
 	return s
 }
@@ -143,6 +150,8 @@ type Hook struct {
 	RemoteUnit    string
 	RemoteApp     string
 	DepartingUnit string
+	// Secret is the secret of a secret hook (secret_events.go).
+	Secret *SecretHook
 	// Next is the cursor once the hook has succeeded. It is also the
 	// unit's view of its relations during the hook (see relation-list).
 	Next Cursor
@@ -159,6 +168,9 @@ func (h Hook) ID() HookID {
 		if h.RemoteUnit == "" {
 			id.RemoteApp = h.RemoteApp
 		}
+	}
+	if h.Secret != nil {
+		id.Secret, id.SecretRevision = h.Secret.ID, h.Secret.Revision
 	}
 	return id
 }
@@ -341,6 +353,9 @@ func dueHooks(v View, cur Cursor, yield func(Hook) bool) {
 		if !yield(Hook{Name: HookRelationBroken, Relation: r, Next: n}) {
 			return
 		}
+	}
+	if h, ok := secretEvents(c, v); ok && !yield(h) {
+		return
 	}
 
 	if h, ok := leadershipHook(c, v, leader, lease, settingsRev, false); ok && !yield(h) {

@@ -73,6 +73,7 @@ func (a *Agent) hookEnv(hc *hookContext) map[string]string {
 			env["JUJU_DEPARTING_UNIT"] = h.DepartingUnit
 		}
 	}
+	secretEnv(env, h) // secrets.go
 	return env
 }
 

@@ -83,7 +83,8 @@ func (s *Sidecar) startAgent() error {
 		AllowedUIDs: as.AllowedUIDs, Runner: runner, Address: address,
 		ModelName: as.ModelName, ModelUUID: as.ModelUUID, AvailabilityZone: as.AvailabilityZone, JujuVersion: as.JujuVersion,
 		UpdateStatusEvery: as.UpdateStatusEvery, RetryDelay: as.RetryDelay,
-		Logger: s.log, Now: s.cfg.Now,
+		SecretsKey: as.SecretsKey,
+		Logger:     s.log, Now: s.cfg.Now,
 	})
 	if err != nil {
 		ua.close()

@@ -20,6 +20,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/bagkeeper/bagkeeper/agent"
 	"github.com/bagkeeper/bagkeeper/raftstore"
 	"github.com/bagkeeper/bagkeeper/raftstore/state"
 	"github.com/bagkeeper/bagkeeper/raftstore/transport"
@@ -209,6 +210,8 @@ type AgentSettings struct {
 	JujuVersion       string
 	UpdateStatusEvery time.Duration
 	RetryDelay        time.Duration
+	// SecretsKey seals the application's secrets (nil: secrets disabled).
+	SecretsKey *agent.SecretsKey
 }
 
 // ordinal returns the ordinal this pod claims its unit by, or -1.

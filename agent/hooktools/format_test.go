@@ -105,7 +105,9 @@ func TestNames(t *testing.T) {
 	want := []string{
 		"application-version-set", "close-port", "config-get", "goal-state", "is-leader", "juju-log",
 		"leader-get", "leader-set", "network-get", "open-port", "opened-ports", "relation-get",
-		"relation-ids", "relation-list", "relation-model-get", "relation-set", "state-delete",
+		"relation-ids", "relation-list", "relation-model-get", "relation-set",
+		"secret-add", "secret-get", "secret-grant", "secret-ids", "secret-info-get", "secret-remove", "secret-revoke", "secret-set",
+		"state-delete",
 		"state-get", "state-set", "status-get", "status-set", "unit-get",
 	}
 	if strings.Join(names, " ") != strings.Join(want, " ") {

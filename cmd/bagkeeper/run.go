@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/bagkeeper/bagkeeper/agent"
 	"github.com/bagkeeper/bagkeeper/raftstore"
 	"github.com/bagkeeper/bagkeeper/raftstore/state"
 	"github.com/bagkeeper/bagkeeper/raftstore/transport"
@@ -61,6 +62,7 @@ type runFlags struct {
 	hookUIDs                                                           listFlag
 	podUID, podIP, modelName, modelUUID, zone, jujuVersion             string
 	updateStatus, hookRetry                                            time.Duration
+	secretsKeyFile                                                     string
 }
 
 func newRunFlags(e *env) *runFlags {
@@ -125,6 +127,7 @@ func newRunFlags(e *env) *runFlags {
 	fs.StringVar(&f.jujuVersion, "juju-version", "3.6.0", "the `version` hooks see in JUJU_VERSION (ops needs 3.1 or later for application data and dispatch)")
 	fs.DurationVar(&f.updateStatus, "update-status-interval", 5*time.Minute, "how often update-status runs")
 	fs.DurationVar(&f.hookRetry, "hook-retry-delay", 5*time.Second, "first pause before a failed hook is retried (it doubles, up to 5m)")
+	fs.StringVar(&f.secretsKeyFile, "secrets-key-file", "", "`file` holding the application's secrets key (32 raw bytes, 64 hex digits or base64), the same in every pod:\nJuju secrets are encrypted with it before they are replicated; without it the secret tools fail")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "json", "log `format`: json or text")
 	return f
@@ -135,7 +138,7 @@ func newRunFlags(e *env) *runFlags {
 // sidecar was started from.
 func (f *runFlags) absPaths() error {
 	for _, p := range []*string{&f.dataDir, &f.adminSocket, &f.peersFile, &f.joinTokenFile, &f.tlsCert, &f.tlsKey, &f.tlsCA,
-		&f.charmDir, &f.charmConfig, &f.relationsFile, &f.agentSocket, &f.toolsDir, &f.hookTool} {
+		&f.charmDir, &f.charmConfig, &f.relationsFile, &f.agentSocket, &f.toolsDir, &f.hookTool, &f.secretsKeyFile} {
 		if *p == "" {
 			continue
 		}
@@ -244,7 +247,16 @@ func (f *runFlags) sidecarConfig(logger *slog.Logger) (sidecar.Config, error) {
 			}
 			as.AllowedUIDs = append(as.AllowedUIDs, uid)
 		}
+		if f.secretsKeyFile != "" {
+			key, err := agent.LoadSecretsKey(f.secretsKeyFile)
+			if err != nil {
+				return c, err
+			}
+			as.SecretsKey = key
+		}
 		c.Agent = as
+	} else if f.secretsKeyFile != "" {
+		return c, usageErrorf("--secrets-key-file needs --charm-dir: secrets are served to the charm's hooks")
 	} else if f.charmConfig != "" {
 		return c, usageErrorf("--charm-config needs --charm-dir")
 	} else if f.relationsFile != "" {

@@ -75,6 +75,7 @@ func TestBadSettingsAreUsageErrorsNamingTheSource(t *testing.T) {
 		{name: "half TLS", args: []string{"--app", "x", "--bind", "127.0.0.1:1", "--tls-cert", "c"}, want: "needs all of --tls-cert"},
 		{name: "unspecified bind without advertise", args: []string{"--app", "x"}, want: "--advertise is required"},
 		{name: "bad log level", args: []string{"--app", "x", "--log-level", "loud"}, want: "--log-level"},
+		{name: "secrets key without a charm", args: []string{"--app", "x", "--bind", "127.0.0.1:1", "--secrets-key-file", "k"}, want: "--secrets-key-file needs --charm-dir"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -144,5 +145,29 @@ func TestFlagsMayFollowPositionalArguments(t *testing.T) {
 	rest, err := parseInterspersed(fs.FlagSet, []string{"remove", "app/3", "--admin-socket", "/s", "--", "--not-a-flag"})
 	if err != nil || sock != "/s" || strings.Join(rest, " ") != "remove app/3 --not-a-flag" {
 		t.Fatalf("rest %q sock %q err %v", rest, sock, err)
+	}
+}
+
+// A secrets key file that holds no key stops run with exit status 1 and
+// an error naming the file, before anything starts.
+func TestBadSecretsKeyFileExitsWithStatus1(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "key")
+	if err := os.WriteFile(key, []byte("not a key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dataDir := filepath.Join(dir, "data")
+	for _, c := range []struct{ file, want string }{
+		{key, "--secrets-key-file " + key + ": the key must be 32 raw bytes, 64 hexadecimal digits or the base64 of 32 bytes (got 10 bytes)"},
+		{filepath.Join(dir, "missing"), "--secrets-key-file: open " + filepath.Join(dir, "missing")},
+	} {
+		e, _, errb := testEnv(nil)
+		code := runMain(e, []string{"run", "--app", "x", "--bind", "127.0.0.1:1", "--data-dir", dataDir, "--charm-dir", dir, "--secrets-key-file", c.file})
+		if code != 1 || !strings.Contains(errb.String(), "bagkeeper run: error: "+c.want) {
+			t.Errorf("exit %d, stderr %q; want 1 and %q", code, errb, c.want)
+		}
+		if _, err := os.Stat(dataDir); err == nil {
+			t.Fatal("the data dir was created")
+		}
 	}
 }

@@ -64,7 +64,9 @@ var tools = []string{
 	"application-version-set", "close-port", "config-get", "goal-state",
 	"is-leader", "juju-log", "leader-get", "leader-set", "network-get",
 	"open-port", "opened-ports", "relation-get", "relation-ids",
-	"relation-list", "relation-model-get", "relation-set", "state-delete",
+	"relation-list", "relation-model-get", "relation-set", "secret-add",
+	"secret-get", "secret-grant", "secret-ids", "secret-info-get",
+	"secret-remove", "secret-revoke", "secret-set", "state-delete",
 	"state-get", "state-set", "status-get", "status-set", "unit-get",
 }
 

@@ -50,6 +50,7 @@ type txn struct {
 	extras    *iradix.Txn[*UnitExtra]
 	claimants *iradix.Txn[*Claimant]
 	divergent *iradix.Txn[*Divergence]
+	secrets   *iradix.Txn[*Secret] // secrets.go
 }
 
 func newTxn(base *State, index uint64, now time.Time) *txn {
@@ -215,6 +216,9 @@ func (t *txn) commit() *State {
 	if t.divergent != nil {
 		s.divergent = t.divergent.CommitOnly()
 	}
+	if t.secrets != nil {
+		s.secrets = t.secrets.CommitOnly()
+	}
 	return &s
 }
 
@@ -222,6 +226,9 @@ func (t *txn) commit() *State {
 func (t *txn) applyOp(op *storepb.Op) (*storepb.OpResult, *CommandError) {
 	if _, ok := op.GetOp().(*storepb.Op_InitCluster); !ok && t.readMeta().app == "" {
 		return nil, opErr(storepb.ErrorCode_INVALID, "the cluster has not been initialised yet")
+	}
+	if res, err, ok := t.applySecretOp(op); ok { // secrets.go
+		return res, err
 	}
 	switch o := op.GetOp().(type) {
 	case *storepb.Op_InitCluster:
@@ -351,6 +358,7 @@ func (t *txn) removeRelation(o *storepb.RemoveRelation) (*storepb.OpResult, *Com
 	}
 	t.rel().Delete(relKey(o.GetRelationId()))
 	t.bag().DeletePrefix(relKey(o.GetRelationId()))
+	t.forgetRelationSecrets(o.GetRelationId()) // secrets.go
 	return &storepb.OpResult{RelationId: o.GetRelationId()}, nil
 }
 
@@ -722,6 +730,7 @@ func (t *txn) removeUnit(o *storepb.RemoveUnit) (*storepb.OpResult, *CommandErro
 	t.cursorTxn().Delete([]byte(u.Name))
 	t.statusTxn().Delete([]byte(u.Name))
 	t.extraTxn().Delete([]byte(u.Name))
+	t.forgetUnitSecrets(u.Name) // secrets.go
 	if t.readMeta().lease.Unit == u.Name {
 		t.m().lease = Lease{Epoch: t.readMeta().lease.Epoch}
 	}

@@ -55,6 +55,10 @@ func dump(s *State) string {
 		fmt.Fprintf(&b, "claimant %s %+v\n", k, *v)
 		return true
 	})
+	walk(s.secrets, func(k []byte, v *Secret) bool {
+		fmt.Fprintf(&b, "secret %s %+v\n", k, *v)
+		return true
+	})
 	return b.String()
 }
 

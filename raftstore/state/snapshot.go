@@ -24,7 +24,8 @@ const maxSnapshotRecord = MaxBagSize + 1<<20
 
 // WriteSnapshot streams s to w as length-delimited SnapshotRecord messages:
 // a header, one record per relation, bag, unit, charm state, cursor,
-// status, unit extras, client session and waiting claimant, and an end
+// status, unit extras, client session, waiting claimant and secret (its
+// content sealed, see secrets.go), and an end
 // record carrying the count and a CRC-32C of everything before it, so that
 // a truncated or damaged snapshot is refused on restore. Memory use is one
 // record at a time. The encoding is deterministic: the same State always
@@ -141,6 +142,14 @@ func WriteSnapshot(w io.Writer, s *State) error {
 	if err != nil {
 		return err
 	}
+	// Secrets (secrets.go): their content stays sealed.
+	walk(s.secrets, func(_ []byte, v *Secret) bool {
+		err = put(&storepb.SnapshotRecord{Record: &storepb.SnapshotRecord_Secret{Secret: secretToPB(v)}})
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
 	if err := put(&storepb.SnapshotRecord{Record: &storepb.SnapshotRecord_End{End: &storepb.SnapshotEnd{Records: n + 1, Crc32C: hw.sum}}}); err != nil {
 		return err
 	}
@@ -156,6 +165,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	charm, cursors, sessions, claimants := s.charm.Txn(), s.cursors.Txn(), s.sessions.Txn(), s.claimants.Txn()
 	divergent := s.divergent.Txn()
 	statuses, extras := s.statuses.Txn(), s.extras.Txn()
+	secrets := s.secrets.Txn()
 	var n uint64
 	sawHeader := false
 	for {
@@ -234,6 +244,8 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 				ue.Ports = append(ue.Ports, Port{Endpoint: p.GetEndpoint(), From: int(p.GetFrom()), To: int(p.GetTo()), Protocol: p.GetProtocol()})
 			}
 			extras.Insert([]byte(e.GetUnit()), ue)
+		case *storepb.SnapshotRecord_Secret:
+			secrets.Insert([]byte(x.Secret.GetId()), secretFromPB(x.Secret))
 		case *storepb.SnapshotRecord_End:
 			if x.End.GetRecords() != n {
 				return nil, fmt.Errorf("snapshot end record counts %d records, read %d", x.End.GetRecords(), n)
@@ -245,6 +257,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			s.charm, s.cursors, s.sessions, s.claimants = charm.CommitOnly(), cursors.CommitOnly(), sessions.CommitOnly(), claimants.CommitOnly()
 			s.statuses, s.extras = statuses.CommitOnly(), extras.CommitOnly()
 			s.divergent = divergent.CommitOnly()
+			s.secrets = secrets.CommitOnly()
 			return s, nil
 		default:
 			return nil, fmt.Errorf("snapshot record %d is of a kind this bagkeeper does not know (written by a newer version?)", n)

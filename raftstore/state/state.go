@@ -28,6 +28,7 @@ type State struct {
 	divergent *iradix.Tree[*Divergence] // key: member id
 	statuses  *iradix.Tree[*Status]     // key: owner (unit or application name)
 	extras    *iradix.Tree[*UnitExtra]  // key: unit name
+	secrets   *iradix.Tree[*Secret]     // key: secret id (secrets.go)
 }
 
 // meta holds the scalar parts of the state. Replaced, never mutated.
@@ -212,6 +213,7 @@ func newState() *State {
 		divergent: iradix.New[*Divergence](),
 		statuses:  iradix.New[*Status](),
 		extras:    iradix.New[*UnitExtra](),
+		secrets:   iradix.New[*Secret](),
 	}
 }
 

@@ -397,6 +397,13 @@ type Op struct {
 	//	*Op_ForgetDivergence
 	//	*Op_StartGeneration
 	//	*Op_SetRemoteView
+	//	*Op_CreateSecret
+	//	*Op_UpdateSecret
+	//	*Op_RemoveSecret
+	//	*Op_GrantSecret
+	//	*Op_RevokeSecret
+	//	*Op_TrackSecret
+	//	*Op_SecretRotated
 	Op            isOp_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -655,6 +662,69 @@ func (x *Op) GetSetRemoteView() *SetRemoteView {
 	return nil
 }
 
+func (x *Op) GetCreateSecret() *CreateSecret {
+	if x != nil {
+		if x, ok := x.Op.(*Op_CreateSecret); ok {
+			return x.CreateSecret
+		}
+	}
+	return nil
+}
+
+func (x *Op) GetUpdateSecret() *UpdateSecret {
+	if x != nil {
+		if x, ok := x.Op.(*Op_UpdateSecret); ok {
+			return x.UpdateSecret
+		}
+	}
+	return nil
+}
+
+func (x *Op) GetRemoveSecret() *RemoveSecret {
+	if x != nil {
+		if x, ok := x.Op.(*Op_RemoveSecret); ok {
+			return x.RemoveSecret
+		}
+	}
+	return nil
+}
+
+func (x *Op) GetGrantSecret() *GrantSecret {
+	if x != nil {
+		if x, ok := x.Op.(*Op_GrantSecret); ok {
+			return x.GrantSecret
+		}
+	}
+	return nil
+}
+
+func (x *Op) GetRevokeSecret() *RevokeSecret {
+	if x != nil {
+		if x, ok := x.Op.(*Op_RevokeSecret); ok {
+			return x.RevokeSecret
+		}
+	}
+	return nil
+}
+
+func (x *Op) GetTrackSecret() *TrackSecret {
+	if x != nil {
+		if x, ok := x.Op.(*Op_TrackSecret); ok {
+			return x.TrackSecret
+		}
+	}
+	return nil
+}
+
+func (x *Op) GetSecretRotated() *SecretRotated {
+	if x != nil {
+		if x, ok := x.Op.(*Op_SecretRotated); ok {
+			return x.SecretRotated
+		}
+	}
+	return nil
+}
+
 type isOp_Op interface {
 	isOp_Op()
 }
@@ -755,6 +825,35 @@ type Op_SetRemoteView struct {
 	SetRemoteView *SetRemoteView `protobuf:"bytes,24,opt,name=set_remote_view,json=setRemoteView,proto3,oneof"`
 }
 
+type Op_CreateSecret struct {
+	// Secrets (100-119; see raftstore/state/secrets.go).
+	CreateSecret *CreateSecret `protobuf:"bytes,100,opt,name=create_secret,json=createSecret,proto3,oneof"`
+}
+
+type Op_UpdateSecret struct {
+	UpdateSecret *UpdateSecret `protobuf:"bytes,101,opt,name=update_secret,json=updateSecret,proto3,oneof"`
+}
+
+type Op_RemoveSecret struct {
+	RemoveSecret *RemoveSecret `protobuf:"bytes,102,opt,name=remove_secret,json=removeSecret,proto3,oneof"`
+}
+
+type Op_GrantSecret struct {
+	GrantSecret *GrantSecret `protobuf:"bytes,103,opt,name=grant_secret,json=grantSecret,proto3,oneof"`
+}
+
+type Op_RevokeSecret struct {
+	RevokeSecret *RevokeSecret `protobuf:"bytes,104,opt,name=revoke_secret,json=revokeSecret,proto3,oneof"`
+}
+
+type Op_TrackSecret struct {
+	TrackSecret *TrackSecret `protobuf:"bytes,105,opt,name=track_secret,json=trackSecret,proto3,oneof"`
+}
+
+type Op_SecretRotated struct {
+	SecretRotated *SecretRotated `protobuf:"bytes,106,opt,name=secret_rotated,json=secretRotated,proto3,oneof"`
+}
+
 func (*Op_InitCluster) isOp_Op() {}
 
 func (*Op_EnsureRelation) isOp_Op() {}
@@ -803,6 +902,950 @@ func (*Op_StartGeneration) isOp_Op() {}
 
 func (*Op_SetRemoteView) isOp_Op() {}
 
+func (*Op_CreateSecret) isOp_Op() {}
+
+func (*Op_UpdateSecret) isOp_Op() {}
+
+func (*Op_RemoveSecret) isOp_Op() {}
+
+func (*Op_GrantSecret) isOp_Op() {}
+
+func (*Op_RevokeSecret) isOp_Op() {}
+
+func (*Op_TrackSecret) isOp_Op() {}
+
+func (*Op_SecretRotated) isOp_Op() {}
+
+// SealedContent is one revision's encrypted content.
+type SealedContent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// First 8 bytes of HMAC-SHA256(key, "bagkeeper secrets key").
+	KeyId         []byte `protobuf:"bytes,1,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	Nonce         []byte `protobuf:"bytes,2,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	Ciphertext    []byte `protobuf:"bytes,3,opt,name=ciphertext,proto3" json:"ciphertext,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SealedContent) Reset() {
+	*x = SealedContent{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SealedContent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SealedContent) ProtoMessage() {}
+
+func (x *SealedContent) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SealedContent.ProtoReflect.Descriptor instead.
+func (*SealedContent) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SealedContent) GetKeyId() []byte {
+	if x != nil {
+		return x.KeyId
+	}
+	return nil
+}
+
+func (x *SealedContent) GetNonce() []byte {
+	if x != nil {
+		return x.Nonce
+	}
+	return nil
+}
+
+func (x *SealedContent) GetCiphertext() []byte {
+	if x != nil {
+		return x.Ciphertext
+	}
+	return nil
+}
+
+// CreateSecret adds a secret at revision 1. owner is the application's
+// name or a unit's; the label, if any, must be unique among the owner's
+// secrets. expire_unix_nano (0: never) is the first revision's expiry.
+type CreateSecret struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Id             string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Owner          string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	Label          string                 `protobuf:"bytes,3,opt,name=label,proto3" json:"label,omitempty"`
+	Description    string                 `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
+	RotatePolicy   string                 `protobuf:"bytes,5,opt,name=rotate_policy,json=rotatePolicy,proto3" json:"rotate_policy,omitempty"`
+	ExpireUnixNano int64                  `protobuf:"varint,6,opt,name=expire_unix_nano,json=expireUnixNano,proto3" json:"expire_unix_nano,omitempty"`
+	Content        *SealedContent         `protobuf:"bytes,7,opt,name=content,proto3" json:"content,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *CreateSecret) Reset() {
+	*x = CreateSecret{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateSecret) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateSecret) ProtoMessage() {}
+
+func (x *CreateSecret) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateSecret.ProtoReflect.Descriptor instead.
+func (*CreateSecret) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *CreateSecret) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *CreateSecret) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *CreateSecret) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+func (x *CreateSecret) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *CreateSecret) GetRotatePolicy() string {
+	if x != nil {
+		return x.RotatePolicy
+	}
+	return ""
+}
+
+func (x *CreateSecret) GetExpireUnixNano() int64 {
+	if x != nil {
+		return x.ExpireUnixNano
+	}
+	return 0
+}
+
+func (x *CreateSecret) GetContent() *SealedContent {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+// UpdateSecret changes a secret: new content makes a new revision; each
+// set_* field changes that piece of metadata.
+type UpdateSecret struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The unit or application changing it: must be the owner.
+	Owner           string         `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	Content         *SealedContent `protobuf:"bytes,3,opt,name=content,proto3" json:"content,omitempty"`
+	SetLabel        bool           `protobuf:"varint,4,opt,name=set_label,json=setLabel,proto3" json:"set_label,omitempty"`
+	Label           string         `protobuf:"bytes,5,opt,name=label,proto3" json:"label,omitempty"`
+	SetDescription  bool           `protobuf:"varint,6,opt,name=set_description,json=setDescription,proto3" json:"set_description,omitempty"`
+	Description     string         `protobuf:"bytes,7,opt,name=description,proto3" json:"description,omitempty"`
+	SetRotatePolicy bool           `protobuf:"varint,8,opt,name=set_rotate_policy,json=setRotatePolicy,proto3" json:"set_rotate_policy,omitempty"`
+	RotatePolicy    string         `protobuf:"bytes,9,opt,name=rotate_policy,json=rotatePolicy,proto3" json:"rotate_policy,omitempty"`
+	SetExpire       bool           `protobuf:"varint,10,opt,name=set_expire,json=setExpire,proto3" json:"set_expire,omitempty"`
+	ExpireUnixNano  int64          `protobuf:"varint,11,opt,name=expire_unix_nano,json=expireUnixNano,proto3" json:"expire_unix_nano,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *UpdateSecret) Reset() {
+	*x = UpdateSecret{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateSecret) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateSecret) ProtoMessage() {}
+
+func (x *UpdateSecret) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateSecret.ProtoReflect.Descriptor instead.
+func (*UpdateSecret) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *UpdateSecret) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *UpdateSecret) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *UpdateSecret) GetContent() *SealedContent {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+func (x *UpdateSecret) GetSetLabel() bool {
+	if x != nil {
+		return x.SetLabel
+	}
+	return false
+}
+
+func (x *UpdateSecret) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+func (x *UpdateSecret) GetSetDescription() bool {
+	if x != nil {
+		return x.SetDescription
+	}
+	return false
+}
+
+func (x *UpdateSecret) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *UpdateSecret) GetSetRotatePolicy() bool {
+	if x != nil {
+		return x.SetRotatePolicy
+	}
+	return false
+}
+
+func (x *UpdateSecret) GetRotatePolicy() string {
+	if x != nil {
+		return x.RotatePolicy
+	}
+	return ""
+}
+
+func (x *UpdateSecret) GetSetExpire() bool {
+	if x != nil {
+		return x.SetExpire
+	}
+	return false
+}
+
+func (x *UpdateSecret) GetExpireUnixNano() int64 {
+	if x != nil {
+		return x.ExpireUnixNano
+	}
+	return 0
+}
+
+// RemoveSecret removes one revision of a secret (revision > 0) or all of it.
+type RemoveSecret struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	Revision      int64                  `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveSecret) Reset() {
+	*x = RemoveSecret{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveSecret) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveSecret) ProtoMessage() {}
+
+func (x *RemoveSecret) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveSecret.ProtoReflect.Descriptor instead.
+func (*RemoveSecret) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RemoveSecret) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RemoveSecret) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *RemoveSecret) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+// GrantSecret lets target (an application or a unit) read a secret, for as
+// long as relation relation_id exists.
+type GrantSecret struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	RelationId    int64                  `protobuf:"varint,3,opt,name=relation_id,json=relationId,proto3" json:"relation_id,omitempty"`
+	Target        string                 `protobuf:"bytes,4,opt,name=target,proto3" json:"target,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrantSecret) Reset() {
+	*x = GrantSecret{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrantSecret) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrantSecret) ProtoMessage() {}
+
+func (x *GrantSecret) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrantSecret.ProtoReflect.Descriptor instead.
+func (*GrantSecret) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GrantSecret) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *GrantSecret) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *GrantSecret) GetRelationId() int64 {
+	if x != nil {
+		return x.RelationId
+	}
+	return 0
+}
+
+func (x *GrantSecret) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+// RevokeSecret withdraws the grants to target (every relation when
+// relation_id < 0).
+type RevokeSecret struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	RelationId    int64                  `protobuf:"varint,3,opt,name=relation_id,json=relationId,proto3" json:"relation_id,omitempty"`
+	Target        string                 `protobuf:"bytes,4,opt,name=target,proto3" json:"target,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeSecret) Reset() {
+	*x = RevokeSecret{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeSecret) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeSecret) ProtoMessage() {}
+
+func (x *RevokeSecret) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeSecret.ProtoReflect.Descriptor instead.
+func (*RevokeSecret) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *RevokeSecret) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RevokeSecret) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *RevokeSecret) GetRelationId() int64 {
+	if x != nil {
+		return x.RelationId
+	}
+	return 0
+}
+
+func (x *RevokeSecret) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+// TrackSecret records which revision a consuming unit follows (secret-get
+// without --peek) and, when set_label, its label for the secret.
+type TrackSecret struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Unit          string                 `protobuf:"bytes,2,opt,name=unit,proto3" json:"unit,omitempty"`
+	Revision      int64                  `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	SetLabel      bool                   `protobuf:"varint,4,opt,name=set_label,json=setLabel,proto3" json:"set_label,omitempty"`
+	Label         string                 `protobuf:"bytes,5,opt,name=label,proto3" json:"label,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TrackSecret) Reset() {
+	*x = TrackSecret{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TrackSecret) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TrackSecret) ProtoMessage() {}
+
+func (x *TrackSecret) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TrackSecret.ProtoReflect.Descriptor instead.
+func (*TrackSecret) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *TrackSecret) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *TrackSecret) GetUnit() string {
+	if x != nil {
+		return x.Unit
+	}
+	return ""
+}
+
+func (x *TrackSecret) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *TrackSecret) GetSetLabel() bool {
+	if x != nil {
+		return x.SetLabel
+	}
+	return false
+}
+
+func (x *TrackSecret) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+// SecretRotated reschedules a secret's rotation after its secret-rotate
+// hook ran, if its rotation is still due at due_unix_nano.
+type SecretRotated struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	DueUnixNano   int64                  `protobuf:"varint,2,opt,name=due_unix_nano,json=dueUnixNano,proto3" json:"due_unix_nano,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecretRotated) Reset() {
+	*x = SecretRotated{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecretRotated) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecretRotated) ProtoMessage() {}
+
+func (x *SecretRotated) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecretRotated.ProtoReflect.Descriptor instead.
+func (*SecretRotated) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SecretRotated) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *SecretRotated) GetDueUnixNano() int64 {
+	if x != nil {
+		return x.DueUnixNano
+	}
+	return 0
+}
+
+// SecretRecord is one secret in a snapshot.
+type SecretRecord struct {
+	state              protoimpl.MessageState  `protogen:"open.v1"`
+	Id                 string                  `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Owner              string                  `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	Label              string                  `protobuf:"bytes,3,opt,name=label,proto3" json:"label,omitempty"`
+	Description        string                  `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
+	RotatePolicy       string                  `protobuf:"bytes,5,opt,name=rotate_policy,json=rotatePolicy,proto3" json:"rotate_policy,omitempty"`
+	NextRotateUnixNano int64                   `protobuf:"varint,6,opt,name=next_rotate_unix_nano,json=nextRotateUnixNano,proto3" json:"next_rotate_unix_nano,omitempty"`
+	CreatedUnixNano    int64                   `protobuf:"varint,7,opt,name=created_unix_nano,json=createdUnixNano,proto3" json:"created_unix_nano,omitempty"`
+	UpdatedUnixNano    int64                   `protobuf:"varint,8,opt,name=updated_unix_nano,json=updatedUnixNano,proto3" json:"updated_unix_nano,omitempty"`
+	LatestRevision     int64                   `protobuf:"varint,9,opt,name=latest_revision,json=latestRevision,proto3" json:"latest_revision,omitempty"`
+	Revisions          []*SecretRevisionRecord `protobuf:"bytes,10,rep,name=revisions,proto3" json:"revisions,omitempty"`
+	Grants             []*SecretGrantRecord    `protobuf:"bytes,11,rep,name=grants,proto3" json:"grants,omitempty"`
+	Consumers          []*SecretConsumerRecord `protobuf:"bytes,12,rep,name=consumers,proto3" json:"consumers,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *SecretRecord) Reset() {
+	*x = SecretRecord{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecretRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecretRecord) ProtoMessage() {}
+
+func (x *SecretRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecretRecord.ProtoReflect.Descriptor instead.
+func (*SecretRecord) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SecretRecord) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *SecretRecord) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *SecretRecord) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
+func (x *SecretRecord) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *SecretRecord) GetRotatePolicy() string {
+	if x != nil {
+		return x.RotatePolicy
+	}
+	return ""
+}
+
+func (x *SecretRecord) GetNextRotateUnixNano() int64 {
+	if x != nil {
+		return x.NextRotateUnixNano
+	}
+	return 0
+}
+
+func (x *SecretRecord) GetCreatedUnixNano() int64 {
+	if x != nil {
+		return x.CreatedUnixNano
+	}
+	return 0
+}
+
+func (x *SecretRecord) GetUpdatedUnixNano() int64 {
+	if x != nil {
+		return x.UpdatedUnixNano
+	}
+	return 0
+}
+
+func (x *SecretRecord) GetLatestRevision() int64 {
+	if x != nil {
+		return x.LatestRevision
+	}
+	return 0
+}
+
+func (x *SecretRecord) GetRevisions() []*SecretRevisionRecord {
+	if x != nil {
+		return x.Revisions
+	}
+	return nil
+}
+
+func (x *SecretRecord) GetGrants() []*SecretGrantRecord {
+	if x != nil {
+		return x.Grants
+	}
+	return nil
+}
+
+func (x *SecretRecord) GetConsumers() []*SecretConsumerRecord {
+	if x != nil {
+		return x.Consumers
+	}
+	return nil
+}
+
+type SecretRevisionRecord struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Revision        int64                  `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	Content         *SealedContent         `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
+	CreatedUnixNano int64                  `protobuf:"varint,3,opt,name=created_unix_nano,json=createdUnixNano,proto3" json:"created_unix_nano,omitempty"`
+	ExpireUnixNano  int64                  `protobuf:"varint,4,opt,name=expire_unix_nano,json=expireUnixNano,proto3" json:"expire_unix_nano,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *SecretRevisionRecord) Reset() {
+	*x = SecretRevisionRecord{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecretRevisionRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecretRevisionRecord) ProtoMessage() {}
+
+func (x *SecretRevisionRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecretRevisionRecord.ProtoReflect.Descriptor instead.
+func (*SecretRevisionRecord) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *SecretRevisionRecord) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *SecretRevisionRecord) GetContent() *SealedContent {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+func (x *SecretRevisionRecord) GetCreatedUnixNano() int64 {
+	if x != nil {
+		return x.CreatedUnixNano
+	}
+	return 0
+}
+
+func (x *SecretRevisionRecord) GetExpireUnixNano() int64 {
+	if x != nil {
+		return x.ExpireUnixNano
+	}
+	return 0
+}
+
+type SecretGrantRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RelationId    int64                  `protobuf:"varint,1,opt,name=relation_id,json=relationId,proto3" json:"relation_id,omitempty"`
+	Target        string                 `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecretGrantRecord) Reset() {
+	*x = SecretGrantRecord{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecretGrantRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecretGrantRecord) ProtoMessage() {}
+
+func (x *SecretGrantRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecretGrantRecord.ProtoReflect.Descriptor instead.
+func (*SecretGrantRecord) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *SecretGrantRecord) GetRelationId() int64 {
+	if x != nil {
+		return x.RelationId
+	}
+	return 0
+}
+
+func (x *SecretGrantRecord) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+type SecretConsumerRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Unit          string                 `protobuf:"bytes,1,opt,name=unit,proto3" json:"unit,omitempty"`
+	Revision      int64                  `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	Label         string                 `protobuf:"bytes,3,opt,name=label,proto3" json:"label,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SecretConsumerRecord) Reset() {
+	*x = SecretConsumerRecord{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SecretConsumerRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SecretConsumerRecord) ProtoMessage() {}
+
+func (x *SecretConsumerRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SecretConsumerRecord.ProtoReflect.Descriptor instead.
+func (*SecretConsumerRecord) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *SecretConsumerRecord) GetUnit() string {
+	if x != nil {
+		return x.Unit
+	}
+	return ""
+}
+
+func (x *SecretConsumerRecord) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *SecretConsumerRecord) GetLabel() string {
+	if x != nil {
+		return x.Label
+	}
+	return ""
+}
+
 // SetRemoteView replaces what this application holds of the other side of
 // a (non-peer) relation: the remote application's bag, the bags of its
 // units and so which of its units are in the relation (a remote unit is a
@@ -842,7 +1885,7 @@ type SetRemoteView struct {
 
 func (x *SetRemoteView) Reset() {
 	*x = SetRemoteView{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[4]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -854,7 +1897,7 @@ func (x *SetRemoteView) String() string {
 func (*SetRemoteView) ProtoMessage() {}
 
 func (x *SetRemoteView) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[4]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -867,7 +1910,7 @@ func (x *SetRemoteView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRemoteView.ProtoReflect.Descriptor instead.
 func (*SetRemoteView) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{4}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SetRemoteView) GetRelationId() int64 {
@@ -931,7 +1974,7 @@ type RemoteUnitView struct {
 
 func (x *RemoteUnitView) Reset() {
 	*x = RemoteUnitView{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[5]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -943,7 +1986,7 @@ func (x *RemoteUnitView) String() string {
 func (*RemoteUnitView) ProtoMessage() {}
 
 func (x *RemoteUnitView) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[5]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -956,7 +1999,7 @@ func (x *RemoteUnitView) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoteUnitView.ProtoReflect.Descriptor instead.
 func (*RemoteUnitView) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{5}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RemoteUnitView) GetUnit() string {
@@ -987,7 +2030,7 @@ type StartGeneration struct {
 
 func (x *StartGeneration) Reset() {
 	*x = StartGeneration{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[6]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -999,7 +2042,7 @@ func (x *StartGeneration) String() string {
 func (*StartGeneration) ProtoMessage() {}
 
 func (x *StartGeneration) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[6]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1012,7 +2055,7 @@ func (x *StartGeneration) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartGeneration.ProtoReflect.Descriptor instead.
 func (*StartGeneration) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{6}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StartGeneration) GetGeneration() uint64 {
@@ -1040,7 +2083,7 @@ type HashState struct {
 
 func (x *HashState) Reset() {
 	*x = HashState{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[7]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1052,7 +2095,7 @@ func (x *HashState) String() string {
 func (*HashState) ProtoMessage() {}
 
 func (x *HashState) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[7]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1065,7 +2108,7 @@ func (x *HashState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HashState.ProtoReflect.Descriptor instead.
 func (*HashState) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{7}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{19}
 }
 
 // ReportDivergence records that a member's state hash at index differs
@@ -1083,7 +2126,7 @@ type ReportDivergence struct {
 
 func (x *ReportDivergence) Reset() {
 	*x = ReportDivergence{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[8]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1095,7 +2138,7 @@ func (x *ReportDivergence) String() string {
 func (*ReportDivergence) ProtoMessage() {}
 
 func (x *ReportDivergence) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[8]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1108,7 +2151,7 @@ func (x *ReportDivergence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportDivergence.ProtoReflect.Descriptor instead.
 func (*ReportDivergence) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{8}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReportDivergence) GetMemberId() string {
@@ -1150,7 +2193,7 @@ type ForgetDivergence struct {
 
 func (x *ForgetDivergence) Reset() {
 	*x = ForgetDivergence{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[9]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1162,7 +2205,7 @@ func (x *ForgetDivergence) String() string {
 func (*ForgetDivergence) ProtoMessage() {}
 
 func (x *ForgetDivergence) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[9]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1175,7 +2218,7 @@ func (x *ForgetDivergence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetDivergence.ProtoReflect.Descriptor instead.
 func (*ForgetDivergence) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{9}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ForgetDivergence) GetMemberId() string {
@@ -1195,7 +2238,7 @@ type ForgetClaimant struct {
 
 func (x *ForgetClaimant) Reset() {
 	*x = ForgetClaimant{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[10]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1207,7 +2250,7 @@ func (x *ForgetClaimant) String() string {
 func (*ForgetClaimant) ProtoMessage() {}
 
 func (x *ForgetClaimant) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[10]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1220,7 +2263,7 @@ func (x *ForgetClaimant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetClaimant.ProtoReflect.Descriptor instead.
 func (*ForgetClaimant) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{10}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ForgetClaimant) GetMemberId() string {
@@ -1242,7 +2285,7 @@ type InitCluster struct {
 
 func (x *InitCluster) Reset() {
 	*x = InitCluster{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[11]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1254,7 +2297,7 @@ func (x *InitCluster) String() string {
 func (*InitCluster) ProtoMessage() {}
 
 func (x *InitCluster) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[11]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1267,7 +2310,7 @@ func (x *InitCluster) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InitCluster.ProtoReflect.Descriptor instead.
 func (*InitCluster) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{11}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *InitCluster) GetApp() string {
@@ -1306,7 +2349,7 @@ type EnsureRelation struct {
 
 func (x *EnsureRelation) Reset() {
 	*x = EnsureRelation{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[12]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1318,7 +2361,7 @@ func (x *EnsureRelation) String() string {
 func (*EnsureRelation) ProtoMessage() {}
 
 func (x *EnsureRelation) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[12]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1331,7 +2374,7 @@ func (x *EnsureRelation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnsureRelation.ProtoReflect.Descriptor instead.
 func (*EnsureRelation) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{12}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *EnsureRelation) GetEndpoint() string {
@@ -1386,7 +2429,7 @@ type RemoveRelation struct {
 
 func (x *RemoveRelation) Reset() {
 	*x = RemoveRelation{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[13]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1398,7 +2441,7 @@ func (x *RemoveRelation) String() string {
 func (*RemoveRelation) ProtoMessage() {}
 
 func (x *RemoveRelation) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[13]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1411,7 +2454,7 @@ func (x *RemoveRelation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRelation.ProtoReflect.Descriptor instead.
 func (*RemoveRelation) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{13}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RemoveRelation) GetRelationId() int64 {
@@ -1437,7 +2480,7 @@ type UpdateBag struct {
 
 func (x *UpdateBag) Reset() {
 	*x = UpdateBag{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[14]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1449,7 +2492,7 @@ func (x *UpdateBag) String() string {
 func (*UpdateBag) ProtoMessage() {}
 
 func (x *UpdateBag) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[14]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1462,7 +2505,7 @@ func (x *UpdateBag) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateBag.ProtoReflect.Descriptor instead.
 func (*UpdateBag) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{14}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *UpdateBag) GetRelationId() int64 {
@@ -1506,7 +2549,7 @@ type CheckBag struct {
 
 func (x *CheckBag) Reset() {
 	*x = CheckBag{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[15]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1518,7 +2561,7 @@ func (x *CheckBag) String() string {
 func (*CheckBag) ProtoMessage() {}
 
 func (x *CheckBag) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[15]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1531,7 +2574,7 @@ func (x *CheckBag) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckBag.ProtoReflect.Descriptor instead.
 func (*CheckBag) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{15}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CheckBag) GetRelationId() int64 {
@@ -1578,7 +2621,7 @@ type ClaimUnit struct {
 
 func (x *ClaimUnit) Reset() {
 	*x = ClaimUnit{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[16]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1590,7 +2633,7 @@ func (x *ClaimUnit) String() string {
 func (*ClaimUnit) ProtoMessage() {}
 
 func (x *ClaimUnit) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[16]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1603,7 +2646,7 @@ func (x *ClaimUnit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimUnit.ProtoReflect.Descriptor instead.
 func (*ClaimUnit) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{16}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ClaimUnit) GetMemberId() string {
@@ -1647,7 +2690,7 @@ type ReleaseUnit struct {
 
 func (x *ReleaseUnit) Reset() {
 	*x = ReleaseUnit{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[17]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1659,7 +2702,7 @@ func (x *ReleaseUnit) String() string {
 func (*ReleaseUnit) ProtoMessage() {}
 
 func (x *ReleaseUnit) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[17]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1672,7 +2715,7 @@ func (x *ReleaseUnit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseUnit.ProtoReflect.Descriptor instead.
 func (*ReleaseUnit) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{17}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReleaseUnit) GetUnit() string {
@@ -1710,7 +2753,7 @@ type RemoveUnit struct {
 
 func (x *RemoveUnit) Reset() {
 	*x = RemoveUnit{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[18]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1722,7 +2765,7 @@ func (x *RemoveUnit) String() string {
 func (*RemoveUnit) ProtoMessage() {}
 
 func (x *RemoveUnit) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[18]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1735,7 +2778,7 @@ func (x *RemoveUnit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveUnit.ProtoReflect.Descriptor instead.
 func (*RemoveUnit) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{18}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RemoveUnit) GetUnit() string {
@@ -1771,7 +2814,7 @@ type UpdateCharmState struct {
 
 func (x *UpdateCharmState) Reset() {
 	*x = UpdateCharmState{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[19]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1783,7 +2826,7 @@ func (x *UpdateCharmState) String() string {
 func (*UpdateCharmState) ProtoMessage() {}
 
 func (x *UpdateCharmState) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[19]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1796,7 +2839,7 @@ func (x *UpdateCharmState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateCharmState.ProtoReflect.Descriptor instead.
 func (*UpdateCharmState) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{19}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *UpdateCharmState) GetUnit() string {
@@ -1831,7 +2874,7 @@ type UpdateLeaderSettings struct {
 
 func (x *UpdateLeaderSettings) Reset() {
 	*x = UpdateLeaderSettings{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[20]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1843,7 +2886,7 @@ func (x *UpdateLeaderSettings) String() string {
 func (*UpdateLeaderSettings) ProtoMessage() {}
 
 func (x *UpdateLeaderSettings) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[20]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1856,7 +2899,7 @@ func (x *UpdateLeaderSettings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateLeaderSettings.ProtoReflect.Descriptor instead.
 func (*UpdateLeaderSettings) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{20}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *UpdateLeaderSettings) GetSet() map[string]string {
@@ -1887,7 +2930,7 @@ type ClaimLease struct {
 
 func (x *ClaimLease) Reset() {
 	*x = ClaimLease{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[21]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1899,7 +2942,7 @@ func (x *ClaimLease) String() string {
 func (*ClaimLease) ProtoMessage() {}
 
 func (x *ClaimLease) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[21]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1912,7 +2955,7 @@ func (x *ClaimLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimLease.ProtoReflect.Descriptor instead.
 func (*ClaimLease) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{21}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ClaimLease) GetUnit() string {
@@ -1947,7 +2990,7 @@ type CheckLease struct {
 
 func (x *CheckLease) Reset() {
 	*x = CheckLease{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[22]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1959,7 +3002,7 @@ func (x *CheckLease) String() string {
 func (*CheckLease) ProtoMessage() {}
 
 func (x *CheckLease) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[22]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1972,7 +3015,7 @@ func (x *CheckLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckLease.ProtoReflect.Descriptor instead.
 func (*CheckLease) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{22}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CheckLease) GetUnit() string {
@@ -1999,7 +3042,7 @@ type SetCursor struct {
 
 func (x *SetCursor) Reset() {
 	*x = SetCursor{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[23]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2011,7 +3054,7 @@ func (x *SetCursor) String() string {
 func (*SetCursor) ProtoMessage() {}
 
 func (x *SetCursor) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[23]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2024,7 +3067,7 @@ func (x *SetCursor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCursor.ProtoReflect.Descriptor instead.
 func (*SetCursor) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{23}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SetCursor) GetUnit() string {
@@ -2070,7 +3113,7 @@ type SetStatus struct {
 
 func (x *SetStatus) Reset() {
 	*x = SetStatus{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[24]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2082,7 +3125,7 @@ func (x *SetStatus) String() string {
 func (*SetStatus) ProtoMessage() {}
 
 func (x *SetStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[24]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2095,7 +3138,7 @@ func (x *SetStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetStatus.ProtoReflect.Descriptor instead.
 func (*SetStatus) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{24}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SetStatus) GetOwner() string {
@@ -2139,7 +3182,7 @@ type SetHookError struct {
 
 func (x *SetHookError) Reset() {
 	*x = SetHookError{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[25]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2151,7 +3194,7 @@ func (x *SetHookError) String() string {
 func (*SetHookError) ProtoMessage() {}
 
 func (x *SetHookError) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[25]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2164,7 +3207,7 @@ func (x *SetHookError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetHookError.ProtoReflect.Descriptor instead.
 func (*SetHookError) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{25}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SetHookError) GetUnit() string {
@@ -2200,7 +3243,7 @@ type SetWorkloadVersion struct {
 
 func (x *SetWorkloadVersion) Reset() {
 	*x = SetWorkloadVersion{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[26]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2212,7 +3255,7 @@ func (x *SetWorkloadVersion) String() string {
 func (*SetWorkloadVersion) ProtoMessage() {}
 
 func (x *SetWorkloadVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[26]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2225,7 +3268,7 @@ func (x *SetWorkloadVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetWorkloadVersion.ProtoReflect.Descriptor instead.
 func (*SetWorkloadVersion) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{26}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SetWorkloadVersion) GetUnit() string {
@@ -2256,7 +3299,7 @@ type Port struct {
 
 func (x *Port) Reset() {
 	*x = Port{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[27]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2268,7 +3311,7 @@ func (x *Port) String() string {
 func (*Port) ProtoMessage() {}
 
 func (x *Port) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[27]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2281,7 +3324,7 @@ func (x *Port) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Port.ProtoReflect.Descriptor instead.
 func (*Port) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{27}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Port) GetEndpoint() string {
@@ -2324,7 +3367,7 @@ type UpdatePorts struct {
 
 func (x *UpdatePorts) Reset() {
 	*x = UpdatePorts{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[28]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2336,7 +3379,7 @@ func (x *UpdatePorts) String() string {
 func (*UpdatePorts) ProtoMessage() {}
 
 func (x *UpdatePorts) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[28]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2349,7 +3392,7 @@ func (x *UpdatePorts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePorts.ProtoReflect.Descriptor instead.
 func (*UpdatePorts) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{28}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *UpdatePorts) GetUnit() string {
@@ -2384,7 +3427,7 @@ type ReleaseLease struct {
 
 func (x *ReleaseLease) Reset() {
 	*x = ReleaseLease{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[29]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2396,7 +3439,7 @@ func (x *ReleaseLease) String() string {
 func (*ReleaseLease) ProtoMessage() {}
 
 func (x *ReleaseLease) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[29]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2409,7 +3452,7 @@ func (x *ReleaseLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLease.ProtoReflect.Descriptor instead.
 func (*ReleaseLease) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{29}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ReleaseLease) GetUnit() string {
@@ -2437,7 +3480,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[30]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2449,7 +3492,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[30]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2462,7 +3505,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{30}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Result) GetErrorCode() ErrorCode {
@@ -2515,7 +3558,7 @@ type OpResult struct {
 
 func (x *OpResult) Reset() {
 	*x = OpResult{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[31]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2527,7 +3570,7 @@ func (x *OpResult) String() string {
 func (*OpResult) ProtoMessage() {}
 
 func (x *OpResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[31]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2540,7 +3583,7 @@ func (x *OpResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpResult.ProtoReflect.Descriptor instead.
 func (*OpResult) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{31}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *OpResult) GetUnit() string {
@@ -2589,6 +3632,7 @@ type SnapshotRecord struct {
 	//	*SnapshotRecord_Session
 	//	*SnapshotRecord_Claimant
 	//	*SnapshotRecord_Divergence
+	//	*SnapshotRecord_Secret
 	Record        isSnapshotRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2596,7 +3640,7 @@ type SnapshotRecord struct {
 
 func (x *SnapshotRecord) Reset() {
 	*x = SnapshotRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[32]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2608,7 +3652,7 @@ func (x *SnapshotRecord) String() string {
 func (*SnapshotRecord) ProtoMessage() {}
 
 func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[32]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2621,7 +3665,7 @@ func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRecord.ProtoReflect.Descriptor instead.
 func (*SnapshotRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{32}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SnapshotRecord) GetRecord() isSnapshotRecord_Record {
@@ -2739,6 +3783,15 @@ func (x *SnapshotRecord) GetDivergence() *DivergenceRecord {
 	return nil
 }
 
+func (x *SnapshotRecord) GetSecret() *SecretRecord {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_Secret); ok {
+			return x.Secret
+		}
+	}
+	return nil
+}
+
 type isSnapshotRecord_Record interface {
 	isSnapshotRecord_Record()
 }
@@ -2791,6 +3844,10 @@ type SnapshotRecord_Divergence struct {
 	Divergence *DivergenceRecord `protobuf:"bytes,13,opt,name=divergence,proto3,oneof"`
 }
 
+type SnapshotRecord_Secret struct {
+	Secret *SecretRecord `protobuf:"bytes,100,opt,name=secret,proto3,oneof"`
+}
+
 func (*SnapshotRecord_Header) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Relation) isSnapshotRecord_Record() {}
@@ -2815,6 +3872,8 @@ func (*SnapshotRecord_Claimant) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Divergence) isSnapshotRecord_Record() {}
 
+func (*SnapshotRecord_Secret) isSnapshotRecord_Record() {}
+
 // DivergenceRecord is a member found with a state unlike the others'.
 type DivergenceRecord struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2829,7 +3888,7 @@ type DivergenceRecord struct {
 
 func (x *DivergenceRecord) Reset() {
 	*x = DivergenceRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[33]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2841,7 +3900,7 @@ func (x *DivergenceRecord) String() string {
 func (*DivergenceRecord) ProtoMessage() {}
 
 func (x *DivergenceRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[33]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2854,7 +3913,7 @@ func (x *DivergenceRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DivergenceRecord.ProtoReflect.Descriptor instead.
 func (*DivergenceRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{33}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DivergenceRecord) GetMemberId() string {
@@ -2905,7 +3964,7 @@ type SessionRecord struct {
 
 func (x *SessionRecord) Reset() {
 	*x = SessionRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[34]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2917,7 +3976,7 @@ func (x *SessionRecord) String() string {
 func (*SessionRecord) ProtoMessage() {}
 
 func (x *SessionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[34]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2930,7 +3989,7 @@ func (x *SessionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRecord.ProtoReflect.Descriptor instead.
 func (*SessionRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{34}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SessionRecord) GetClientId() string {
@@ -2971,7 +4030,7 @@ type SessionResult struct {
 
 func (x *SessionResult) Reset() {
 	*x = SessionResult{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[35]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2983,7 +4042,7 @@ func (x *SessionResult) String() string {
 func (*SessionResult) ProtoMessage() {}
 
 func (x *SessionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[35]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2996,7 +4055,7 @@ func (x *SessionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResult.ProtoReflect.Descriptor instead.
 func (*SessionResult) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{35}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SessionResult) GetSequence() uint64 {
@@ -3025,7 +4084,7 @@ type ClaimantRecord struct {
 
 func (x *ClaimantRecord) Reset() {
 	*x = ClaimantRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[36]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3037,7 +4096,7 @@ func (x *ClaimantRecord) String() string {
 func (*ClaimantRecord) ProtoMessage() {}
 
 func (x *ClaimantRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[36]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3050,7 +4109,7 @@ func (x *ClaimantRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimantRecord.ProtoReflect.Descriptor instead.
 func (*ClaimantRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{36}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ClaimantRecord) GetMemberId() string {
@@ -3087,7 +4146,7 @@ type StatusRecord struct {
 
 func (x *StatusRecord) Reset() {
 	*x = StatusRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[37]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3099,7 +4158,7 @@ func (x *StatusRecord) String() string {
 func (*StatusRecord) ProtoMessage() {}
 
 func (x *StatusRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[37]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3112,7 +4171,7 @@ func (x *StatusRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRecord.ProtoReflect.Descriptor instead.
 func (*StatusRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{37}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *StatusRecord) GetOwner() string {
@@ -3165,7 +4224,7 @@ type UnitExtraRecord struct {
 
 func (x *UnitExtraRecord) Reset() {
 	*x = UnitExtraRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[38]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3177,7 +4236,7 @@ func (x *UnitExtraRecord) String() string {
 func (*UnitExtraRecord) ProtoMessage() {}
 
 func (x *UnitExtraRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[38]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3190,7 +4249,7 @@ func (x *UnitExtraRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnitExtraRecord.ProtoReflect.Descriptor instead.
 func (*UnitExtraRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{38}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *UnitExtraRecord) GetUnit() string {
@@ -3258,7 +4317,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[39]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3270,7 +4329,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[39]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3283,7 +4342,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{39}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *SnapshotHeader) GetVersion() uint32 {
@@ -3388,7 +4447,7 @@ type SnapshotEnd struct {
 
 func (x *SnapshotEnd) Reset() {
 	*x = SnapshotEnd{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[40]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3400,7 +4459,7 @@ func (x *SnapshotEnd) String() string {
 func (*SnapshotEnd) ProtoMessage() {}
 
 func (x *SnapshotEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[40]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3413,7 +4472,7 @@ func (x *SnapshotEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotEnd.ProtoReflect.Descriptor instead.
 func (*SnapshotEnd) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{40}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *SnapshotEnd) GetRecords() uint64 {
@@ -3443,7 +4502,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[41]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3455,7 +4514,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[41]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3468,7 +4527,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{41}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Lease) GetUnit() string {
@@ -3526,7 +4585,7 @@ type RelationRecord struct {
 
 func (x *RelationRecord) Reset() {
 	*x = RelationRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[42]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3538,7 +4597,7 @@ func (x *RelationRecord) String() string {
 func (*RelationRecord) ProtoMessage() {}
 
 func (x *RelationRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[42]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3551,7 +4610,7 @@ func (x *RelationRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelationRecord.ProtoReflect.Descriptor instead.
 func (*RelationRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{42}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RelationRecord) GetId() int64 {
@@ -3644,7 +4703,7 @@ type BagRecord struct {
 
 func (x *BagRecord) Reset() {
 	*x = BagRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[43]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3656,7 +4715,7 @@ func (x *BagRecord) String() string {
 func (*BagRecord) ProtoMessage() {}
 
 func (x *BagRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[43]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3669,7 +4728,7 @@ func (x *BagRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BagRecord.ProtoReflect.Descriptor instead.
 func (*BagRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{43}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *BagRecord) GetRelationId() int64 {
@@ -3729,7 +4788,7 @@ type UnitRecord struct {
 
 func (x *UnitRecord) Reset() {
 	*x = UnitRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[44]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3741,7 +4800,7 @@ func (x *UnitRecord) String() string {
 func (*UnitRecord) ProtoMessage() {}
 
 func (x *UnitRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[44]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3754,7 +4813,7 @@ func (x *UnitRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnitRecord.ProtoReflect.Descriptor instead.
 func (*UnitRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{44}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *UnitRecord) GetName() string {
@@ -3851,7 +4910,7 @@ type CharmStateRecord struct {
 
 func (x *CharmStateRecord) Reset() {
 	*x = CharmStateRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[45]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3863,7 +4922,7 @@ func (x *CharmStateRecord) String() string {
 func (*CharmStateRecord) ProtoMessage() {}
 
 func (x *CharmStateRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[45]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3876,7 +4935,7 @@ func (x *CharmStateRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CharmStateRecord.ProtoReflect.Descriptor instead.
 func (*CharmStateRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{45}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CharmStateRecord) GetUnit() string {
@@ -3903,7 +4962,7 @@ type CursorRecord struct {
 
 func (x *CursorRecord) Reset() {
 	*x = CursorRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[46]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3915,7 +4974,7 @@ func (x *CursorRecord) String() string {
 func (*CursorRecord) ProtoMessage() {}
 
 func (x *CursorRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[46]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3928,7 +4987,7 @@ func (x *CursorRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CursorRecord.ProtoReflect.Descriptor instead.
 func (*CursorRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{46}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *CursorRecord) GetUnit() string {
@@ -3964,7 +5023,7 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\x05Fence\x12\x12\n" +
 	"\x04unit\x18\x01 \x01(\tR\x04unit\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x14\n" +
-	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"\xff\r\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"\xfb\x11\n" +
 	"\x02Op\x12D\n" +
 	"\finit_cluster\x18\x01 \x01(\v2\x1f.bagkeeper.store.v1.InitClusterH\x00R\vinitCluster\x12M\n" +
 	"\x0fensure_relation\x18\x02 \x01(\v2\".bagkeeper.store.v1.EnsureRelationH\x00R\x0eensureRelation\x12M\n" +
@@ -3998,8 +5057,95 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\x11report_divergence\x18\x15 \x01(\v2$.bagkeeper.store.v1.ReportDivergenceH\x00R\x10reportDivergence\x12S\n" +
 	"\x11forget_divergence\x18\x16 \x01(\v2$.bagkeeper.store.v1.ForgetDivergenceH\x00R\x10forgetDivergence\x12P\n" +
 	"\x10start_generation\x18\x17 \x01(\v2#.bagkeeper.store.v1.StartGenerationH\x00R\x0fstartGeneration\x12K\n" +
-	"\x0fset_remote_view\x18\x18 \x01(\v2!.bagkeeper.store.v1.SetRemoteViewH\x00R\rsetRemoteViewB\x04\n" +
-	"\x02op\"\xd6\x02\n" +
+	"\x0fset_remote_view\x18\x18 \x01(\v2!.bagkeeper.store.v1.SetRemoteViewH\x00R\rsetRemoteView\x12G\n" +
+	"\rcreate_secret\x18d \x01(\v2 .bagkeeper.store.v1.CreateSecretH\x00R\fcreateSecret\x12G\n" +
+	"\rupdate_secret\x18e \x01(\v2 .bagkeeper.store.v1.UpdateSecretH\x00R\fupdateSecret\x12G\n" +
+	"\rremove_secret\x18f \x01(\v2 .bagkeeper.store.v1.RemoveSecretH\x00R\fremoveSecret\x12D\n" +
+	"\fgrant_secret\x18g \x01(\v2\x1f.bagkeeper.store.v1.GrantSecretH\x00R\vgrantSecret\x12G\n" +
+	"\rrevoke_secret\x18h \x01(\v2 .bagkeeper.store.v1.RevokeSecretH\x00R\frevokeSecret\x12D\n" +
+	"\ftrack_secret\x18i \x01(\v2\x1f.bagkeeper.store.v1.TrackSecretH\x00R\vtrackSecret\x12J\n" +
+	"\x0esecret_rotated\x18j \x01(\v2!.bagkeeper.store.v1.SecretRotatedH\x00R\rsecretRotatedB\x04\n" +
+	"\x02op\"\\\n" +
+	"\rSealedContent\x12\x15\n" +
+	"\x06key_id\x18\x01 \x01(\fR\x05keyId\x12\x14\n" +
+	"\x05nonce\x18\x02 \x01(\fR\x05nonce\x12\x1e\n" +
+	"\n" +
+	"ciphertext\x18\x03 \x01(\fR\n" +
+	"ciphertext\"\xf8\x01\n" +
+	"\fCreateSecret\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x14\n" +
+	"\x05label\x18\x03 \x01(\tR\x05label\x12 \n" +
+	"\vdescription\x18\x04 \x01(\tR\vdescription\x12#\n" +
+	"\rrotate_policy\x18\x05 \x01(\tR\frotatePolicy\x12(\n" +
+	"\x10expire_unix_nano\x18\x06 \x01(\x03R\x0eexpireUnixNano\x12;\n" +
+	"\acontent\x18\a \x01(\v2!.bagkeeper.store.v1.SealedContentR\acontent\"\x89\x03\n" +
+	"\fUpdateSecret\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12;\n" +
+	"\acontent\x18\x03 \x01(\v2!.bagkeeper.store.v1.SealedContentR\acontent\x12\x1b\n" +
+	"\tset_label\x18\x04 \x01(\bR\bsetLabel\x12\x14\n" +
+	"\x05label\x18\x05 \x01(\tR\x05label\x12'\n" +
+	"\x0fset_description\x18\x06 \x01(\bR\x0esetDescription\x12 \n" +
+	"\vdescription\x18\a \x01(\tR\vdescription\x12*\n" +
+	"\x11set_rotate_policy\x18\b \x01(\bR\x0fsetRotatePolicy\x12#\n" +
+	"\rrotate_policy\x18\t \x01(\tR\frotatePolicy\x12\x1d\n" +
+	"\n" +
+	"set_expire\x18\n" +
+	" \x01(\bR\tsetExpire\x12(\n" +
+	"\x10expire_unix_nano\x18\v \x01(\x03R\x0eexpireUnixNano\"P\n" +
+	"\fRemoveSecret\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x1a\n" +
+	"\brevision\x18\x03 \x01(\x03R\brevision\"l\n" +
+	"\vGrantSecret\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x1f\n" +
+	"\vrelation_id\x18\x03 \x01(\x03R\n" +
+	"relationId\x12\x16\n" +
+	"\x06target\x18\x04 \x01(\tR\x06target\"m\n" +
+	"\fRevokeSecret\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x1f\n" +
+	"\vrelation_id\x18\x03 \x01(\x03R\n" +
+	"relationId\x12\x16\n" +
+	"\x06target\x18\x04 \x01(\tR\x06target\"\x80\x01\n" +
+	"\vTrackSecret\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04unit\x18\x02 \x01(\tR\x04unit\x12\x1a\n" +
+	"\brevision\x18\x03 \x01(\x03R\brevision\x12\x1b\n" +
+	"\tset_label\x18\x04 \x01(\bR\bsetLabel\x12\x14\n" +
+	"\x05label\x18\x05 \x01(\tR\x05label\"C\n" +
+	"\rSecretRotated\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\"\n" +
+	"\rdue_unix_nano\x18\x02 \x01(\x03R\vdueUnixNano\"\x94\x04\n" +
+	"\fSecretRecord\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x14\n" +
+	"\x05label\x18\x03 \x01(\tR\x05label\x12 \n" +
+	"\vdescription\x18\x04 \x01(\tR\vdescription\x12#\n" +
+	"\rrotate_policy\x18\x05 \x01(\tR\frotatePolicy\x121\n" +
+	"\x15next_rotate_unix_nano\x18\x06 \x01(\x03R\x12nextRotateUnixNano\x12*\n" +
+	"\x11created_unix_nano\x18\a \x01(\x03R\x0fcreatedUnixNano\x12*\n" +
+	"\x11updated_unix_nano\x18\b \x01(\x03R\x0fupdatedUnixNano\x12'\n" +
+	"\x0flatest_revision\x18\t \x01(\x03R\x0elatestRevision\x12F\n" +
+	"\trevisions\x18\n" +
+	" \x03(\v2(.bagkeeper.store.v1.SecretRevisionRecordR\trevisions\x12=\n" +
+	"\x06grants\x18\v \x03(\v2%.bagkeeper.store.v1.SecretGrantRecordR\x06grants\x12F\n" +
+	"\tconsumers\x18\f \x03(\v2(.bagkeeper.store.v1.SecretConsumerRecordR\tconsumers\"\xc5\x01\n" +
+	"\x14SecretRevisionRecord\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x03R\brevision\x12;\n" +
+	"\acontent\x18\x02 \x01(\v2!.bagkeeper.store.v1.SealedContentR\acontent\x12*\n" +
+	"\x11created_unix_nano\x18\x03 \x01(\x03R\x0fcreatedUnixNano\x12(\n" +
+	"\x10expire_unix_nano\x18\x04 \x01(\x03R\x0eexpireUnixNano\"L\n" +
+	"\x11SecretGrantRecord\x12\x1f\n" +
+	"\vrelation_id\x18\x01 \x01(\x03R\n" +
+	"relationId\x12\x16\n" +
+	"\x06target\x18\x02 \x01(\tR\x06target\"\\\n" +
+	"\x14SecretConsumerRecord\x12\x12\n" +
+	"\x04unit\x18\x01 \x01(\tR\x04unit\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\x03R\brevision\x12\x14\n" +
+	"\x05label\x18\x03 \x01(\tR\x05label\"\xd6\x02\n" +
 	"\rSetRemoteView\x12\x1f\n" +
 	"\vrelation_id\x18\x01 \x01(\x03R\n" +
 	"relationId\x12\x1d\n" +
@@ -4138,7 +5284,7 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\vrelation_id\x18\x02 \x01(\x03R\n" +
 	"relationId\x12\x18\n" +
 	"\awaiting\x18\x03 \x01(\bR\awaiting\x12\x14\n" +
-	"\x05stale\x18\x04 \x01(\bR\x05stale\"\x8e\x06\n" +
+	"\x05stale\x18\x04 \x01(\bR\x05stale\"\xca\x06\n" +
 	"\x0eSnapshotRecord\x12<\n" +
 	"\x06header\x18\x01 \x01(\v2\".bagkeeper.store.v1.SnapshotHeaderH\x00R\x06header\x12@\n" +
 	"\brelation\x18\x02 \x01(\v2\".bagkeeper.store.v1.RelationRecordH\x00R\brelation\x121\n" +
@@ -4156,7 +5302,8 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\bclaimant\x18\f \x01(\v2\".bagkeeper.store.v1.ClaimantRecordH\x00R\bclaimant\x12F\n" +
 	"\n" +
 	"divergence\x18\r \x01(\v2$.bagkeeper.store.v1.DivergenceRecordH\x00R\n" +
-	"divergenceB\b\n" +
+	"divergence\x12:\n" +
+	"\x06secret\x18d \x01(\v2 .bagkeeper.store.v1.SecretRecordH\x00R\x06secretB\b\n" +
 	"\x06recordJ\x04\b\a\x10\b\"\x9d\x01\n" +
 	"\x10DivergenceRecord\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x14\n" +
@@ -4301,7 +5448,7 @@ func file_raftstore_storepb_store_proto_rawDescGZIP() []byte {
 }
 
 var file_raftstore_storepb_store_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_raftstore_storepb_store_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_raftstore_storepb_store_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
 var file_raftstore_storepb_store_proto_goTypes = []any{
 	(ErrorCode)(0),               // 0: bagkeeper.store.v1.ErrorCode
 	(UnitState)(0),               // 1: bagkeeper.store.v1.UnitState
@@ -4309,121 +5456,147 @@ var file_raftstore_storepb_store_proto_goTypes = []any{
 	(*ClientRequest)(nil),        // 3: bagkeeper.store.v1.ClientRequest
 	(*Fence)(nil),                // 4: bagkeeper.store.v1.Fence
 	(*Op)(nil),                   // 5: bagkeeper.store.v1.Op
-	(*SetRemoteView)(nil),        // 6: bagkeeper.store.v1.SetRemoteView
-	(*RemoteUnitView)(nil),       // 7: bagkeeper.store.v1.RemoteUnitView
-	(*StartGeneration)(nil),      // 8: bagkeeper.store.v1.StartGeneration
-	(*HashState)(nil),            // 9: bagkeeper.store.v1.HashState
-	(*ReportDivergence)(nil),     // 10: bagkeeper.store.v1.ReportDivergence
-	(*ForgetDivergence)(nil),     // 11: bagkeeper.store.v1.ForgetDivergence
-	(*ForgetClaimant)(nil),       // 12: bagkeeper.store.v1.ForgetClaimant
-	(*InitCluster)(nil),          // 13: bagkeeper.store.v1.InitCluster
-	(*EnsureRelation)(nil),       // 14: bagkeeper.store.v1.EnsureRelation
-	(*RemoveRelation)(nil),       // 15: bagkeeper.store.v1.RemoveRelation
-	(*UpdateBag)(nil),            // 16: bagkeeper.store.v1.UpdateBag
-	(*CheckBag)(nil),             // 17: bagkeeper.store.v1.CheckBag
-	(*ClaimUnit)(nil),            // 18: bagkeeper.store.v1.ClaimUnit
-	(*ReleaseUnit)(nil),          // 19: bagkeeper.store.v1.ReleaseUnit
-	(*RemoveUnit)(nil),           // 20: bagkeeper.store.v1.RemoveUnit
-	(*UpdateCharmState)(nil),     // 21: bagkeeper.store.v1.UpdateCharmState
-	(*UpdateLeaderSettings)(nil), // 22: bagkeeper.store.v1.UpdateLeaderSettings
-	(*ClaimLease)(nil),           // 23: bagkeeper.store.v1.ClaimLease
-	(*CheckLease)(nil),           // 24: bagkeeper.store.v1.CheckLease
-	(*SetCursor)(nil),            // 25: bagkeeper.store.v1.SetCursor
-	(*SetStatus)(nil),            // 26: bagkeeper.store.v1.SetStatus
-	(*SetHookError)(nil),         // 27: bagkeeper.store.v1.SetHookError
-	(*SetWorkloadVersion)(nil),   // 28: bagkeeper.store.v1.SetWorkloadVersion
-	(*Port)(nil),                 // 29: bagkeeper.store.v1.Port
-	(*UpdatePorts)(nil),          // 30: bagkeeper.store.v1.UpdatePorts
-	(*ReleaseLease)(nil),         // 31: bagkeeper.store.v1.ReleaseLease
-	(*Result)(nil),               // 32: bagkeeper.store.v1.Result
-	(*OpResult)(nil),             // 33: bagkeeper.store.v1.OpResult
-	(*SnapshotRecord)(nil),       // 34: bagkeeper.store.v1.SnapshotRecord
-	(*DivergenceRecord)(nil),     // 35: bagkeeper.store.v1.DivergenceRecord
-	(*SessionRecord)(nil),        // 36: bagkeeper.store.v1.SessionRecord
-	(*SessionResult)(nil),        // 37: bagkeeper.store.v1.SessionResult
-	(*ClaimantRecord)(nil),       // 38: bagkeeper.store.v1.ClaimantRecord
-	(*StatusRecord)(nil),         // 39: bagkeeper.store.v1.StatusRecord
-	(*UnitExtraRecord)(nil),      // 40: bagkeeper.store.v1.UnitExtraRecord
-	(*SnapshotHeader)(nil),       // 41: bagkeeper.store.v1.SnapshotHeader
-	(*SnapshotEnd)(nil),          // 42: bagkeeper.store.v1.SnapshotEnd
-	(*Lease)(nil),                // 43: bagkeeper.store.v1.Lease
-	(*RelationRecord)(nil),       // 44: bagkeeper.store.v1.RelationRecord
-	(*BagRecord)(nil),            // 45: bagkeeper.store.v1.BagRecord
-	(*UnitRecord)(nil),           // 46: bagkeeper.store.v1.UnitRecord
-	(*CharmStateRecord)(nil),     // 47: bagkeeper.store.v1.CharmStateRecord
-	(*CursorRecord)(nil),         // 48: bagkeeper.store.v1.CursorRecord
-	nil,                          // 49: bagkeeper.store.v1.SetRemoteView.AppEntry
-	nil,                          // 50: bagkeeper.store.v1.RemoteUnitView.DataEntry
-	nil,                          // 51: bagkeeper.store.v1.UpdateBag.SetEntry
-	nil,                          // 52: bagkeeper.store.v1.UpdateCharmState.SetEntry
-	nil,                          // 53: bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
-	nil,                          // 54: bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
-	nil,                          // 55: bagkeeper.store.v1.BagRecord.DataEntry
-	nil,                          // 56: bagkeeper.store.v1.CharmStateRecord.DataEntry
+	(*SealedContent)(nil),        // 6: bagkeeper.store.v1.SealedContent
+	(*CreateSecret)(nil),         // 7: bagkeeper.store.v1.CreateSecret
+	(*UpdateSecret)(nil),         // 8: bagkeeper.store.v1.UpdateSecret
+	(*RemoveSecret)(nil),         // 9: bagkeeper.store.v1.RemoveSecret
+	(*GrantSecret)(nil),          // 10: bagkeeper.store.v1.GrantSecret
+	(*RevokeSecret)(nil),         // 11: bagkeeper.store.v1.RevokeSecret
+	(*TrackSecret)(nil),          // 12: bagkeeper.store.v1.TrackSecret
+	(*SecretRotated)(nil),        // 13: bagkeeper.store.v1.SecretRotated
+	(*SecretRecord)(nil),         // 14: bagkeeper.store.v1.SecretRecord
+	(*SecretRevisionRecord)(nil), // 15: bagkeeper.store.v1.SecretRevisionRecord
+	(*SecretGrantRecord)(nil),    // 16: bagkeeper.store.v1.SecretGrantRecord
+	(*SecretConsumerRecord)(nil), // 17: bagkeeper.store.v1.SecretConsumerRecord
+	(*SetRemoteView)(nil),        // 18: bagkeeper.store.v1.SetRemoteView
+	(*RemoteUnitView)(nil),       // 19: bagkeeper.store.v1.RemoteUnitView
+	(*StartGeneration)(nil),      // 20: bagkeeper.store.v1.StartGeneration
+	(*HashState)(nil),            // 21: bagkeeper.store.v1.HashState
+	(*ReportDivergence)(nil),     // 22: bagkeeper.store.v1.ReportDivergence
+	(*ForgetDivergence)(nil),     // 23: bagkeeper.store.v1.ForgetDivergence
+	(*ForgetClaimant)(nil),       // 24: bagkeeper.store.v1.ForgetClaimant
+	(*InitCluster)(nil),          // 25: bagkeeper.store.v1.InitCluster
+	(*EnsureRelation)(nil),       // 26: bagkeeper.store.v1.EnsureRelation
+	(*RemoveRelation)(nil),       // 27: bagkeeper.store.v1.RemoveRelation
+	(*UpdateBag)(nil),            // 28: bagkeeper.store.v1.UpdateBag
+	(*CheckBag)(nil),             // 29: bagkeeper.store.v1.CheckBag
+	(*ClaimUnit)(nil),            // 30: bagkeeper.store.v1.ClaimUnit
+	(*ReleaseUnit)(nil),          // 31: bagkeeper.store.v1.ReleaseUnit
+	(*RemoveUnit)(nil),           // 32: bagkeeper.store.v1.RemoveUnit
+	(*UpdateCharmState)(nil),     // 33: bagkeeper.store.v1.UpdateCharmState
+	(*UpdateLeaderSettings)(nil), // 34: bagkeeper.store.v1.UpdateLeaderSettings
+	(*ClaimLease)(nil),           // 35: bagkeeper.store.v1.ClaimLease
+	(*CheckLease)(nil),           // 36: bagkeeper.store.v1.CheckLease
+	(*SetCursor)(nil),            // 37: bagkeeper.store.v1.SetCursor
+	(*SetStatus)(nil),            // 38: bagkeeper.store.v1.SetStatus
+	(*SetHookError)(nil),         // 39: bagkeeper.store.v1.SetHookError
+	(*SetWorkloadVersion)(nil),   // 40: bagkeeper.store.v1.SetWorkloadVersion
+	(*Port)(nil),                 // 41: bagkeeper.store.v1.Port
+	(*UpdatePorts)(nil),          // 42: bagkeeper.store.v1.UpdatePorts
+	(*ReleaseLease)(nil),         // 43: bagkeeper.store.v1.ReleaseLease
+	(*Result)(nil),               // 44: bagkeeper.store.v1.Result
+	(*OpResult)(nil),             // 45: bagkeeper.store.v1.OpResult
+	(*SnapshotRecord)(nil),       // 46: bagkeeper.store.v1.SnapshotRecord
+	(*DivergenceRecord)(nil),     // 47: bagkeeper.store.v1.DivergenceRecord
+	(*SessionRecord)(nil),        // 48: bagkeeper.store.v1.SessionRecord
+	(*SessionResult)(nil),        // 49: bagkeeper.store.v1.SessionResult
+	(*ClaimantRecord)(nil),       // 50: bagkeeper.store.v1.ClaimantRecord
+	(*StatusRecord)(nil),         // 51: bagkeeper.store.v1.StatusRecord
+	(*UnitExtraRecord)(nil),      // 52: bagkeeper.store.v1.UnitExtraRecord
+	(*SnapshotHeader)(nil),       // 53: bagkeeper.store.v1.SnapshotHeader
+	(*SnapshotEnd)(nil),          // 54: bagkeeper.store.v1.SnapshotEnd
+	(*Lease)(nil),                // 55: bagkeeper.store.v1.Lease
+	(*RelationRecord)(nil),       // 56: bagkeeper.store.v1.RelationRecord
+	(*BagRecord)(nil),            // 57: bagkeeper.store.v1.BagRecord
+	(*UnitRecord)(nil),           // 58: bagkeeper.store.v1.UnitRecord
+	(*CharmStateRecord)(nil),     // 59: bagkeeper.store.v1.CharmStateRecord
+	(*CursorRecord)(nil),         // 60: bagkeeper.store.v1.CursorRecord
+	nil,                          // 61: bagkeeper.store.v1.SetRemoteView.AppEntry
+	nil,                          // 62: bagkeeper.store.v1.RemoteUnitView.DataEntry
+	nil,                          // 63: bagkeeper.store.v1.UpdateBag.SetEntry
+	nil,                          // 64: bagkeeper.store.v1.UpdateCharmState.SetEntry
+	nil,                          // 65: bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
+	nil,                          // 66: bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
+	nil,                          // 67: bagkeeper.store.v1.BagRecord.DataEntry
+	nil,                          // 68: bagkeeper.store.v1.CharmStateRecord.DataEntry
 }
 var file_raftstore_storepb_store_proto_depIdxs = []int32{
 	5,  // 0: bagkeeper.store.v1.Command.ops:type_name -> bagkeeper.store.v1.Op
 	3,  // 1: bagkeeper.store.v1.Command.client:type_name -> bagkeeper.store.v1.ClientRequest
 	4,  // 2: bagkeeper.store.v1.Command.fence:type_name -> bagkeeper.store.v1.Fence
-	13, // 3: bagkeeper.store.v1.Op.init_cluster:type_name -> bagkeeper.store.v1.InitCluster
-	14, // 4: bagkeeper.store.v1.Op.ensure_relation:type_name -> bagkeeper.store.v1.EnsureRelation
-	15, // 5: bagkeeper.store.v1.Op.remove_relation:type_name -> bagkeeper.store.v1.RemoveRelation
-	16, // 6: bagkeeper.store.v1.Op.update_bag:type_name -> bagkeeper.store.v1.UpdateBag
-	18, // 7: bagkeeper.store.v1.Op.claim_unit:type_name -> bagkeeper.store.v1.ClaimUnit
-	19, // 8: bagkeeper.store.v1.Op.release_unit:type_name -> bagkeeper.store.v1.ReleaseUnit
-	20, // 9: bagkeeper.store.v1.Op.remove_unit:type_name -> bagkeeper.store.v1.RemoveUnit
-	21, // 10: bagkeeper.store.v1.Op.update_charm_state:type_name -> bagkeeper.store.v1.UpdateCharmState
-	22, // 11: bagkeeper.store.v1.Op.update_leader_settings:type_name -> bagkeeper.store.v1.UpdateLeaderSettings
-	23, // 12: bagkeeper.store.v1.Op.claim_lease:type_name -> bagkeeper.store.v1.ClaimLease
-	24, // 13: bagkeeper.store.v1.Op.check_lease:type_name -> bagkeeper.store.v1.CheckLease
-	25, // 14: bagkeeper.store.v1.Op.set_cursor:type_name -> bagkeeper.store.v1.SetCursor
-	17, // 15: bagkeeper.store.v1.Op.check_bag:type_name -> bagkeeper.store.v1.CheckBag
-	26, // 16: bagkeeper.store.v1.Op.set_status:type_name -> bagkeeper.store.v1.SetStatus
-	27, // 17: bagkeeper.store.v1.Op.set_hook_error:type_name -> bagkeeper.store.v1.SetHookError
-	28, // 18: bagkeeper.store.v1.Op.set_workload_version:type_name -> bagkeeper.store.v1.SetWorkloadVersion
-	30, // 19: bagkeeper.store.v1.Op.update_ports:type_name -> bagkeeper.store.v1.UpdatePorts
-	31, // 20: bagkeeper.store.v1.Op.release_lease:type_name -> bagkeeper.store.v1.ReleaseLease
-	12, // 21: bagkeeper.store.v1.Op.forget_claimant:type_name -> bagkeeper.store.v1.ForgetClaimant
-	9,  // 22: bagkeeper.store.v1.Op.hash_state:type_name -> bagkeeper.store.v1.HashState
-	10, // 23: bagkeeper.store.v1.Op.report_divergence:type_name -> bagkeeper.store.v1.ReportDivergence
-	11, // 24: bagkeeper.store.v1.Op.forget_divergence:type_name -> bagkeeper.store.v1.ForgetDivergence
-	8,  // 25: bagkeeper.store.v1.Op.start_generation:type_name -> bagkeeper.store.v1.StartGeneration
-	6,  // 26: bagkeeper.store.v1.Op.set_remote_view:type_name -> bagkeeper.store.v1.SetRemoteView
-	49, // 27: bagkeeper.store.v1.SetRemoteView.app:type_name -> bagkeeper.store.v1.SetRemoteView.AppEntry
-	7,  // 28: bagkeeper.store.v1.SetRemoteView.units:type_name -> bagkeeper.store.v1.RemoteUnitView
-	50, // 29: bagkeeper.store.v1.RemoteUnitView.data:type_name -> bagkeeper.store.v1.RemoteUnitView.DataEntry
-	51, // 30: bagkeeper.store.v1.UpdateBag.set:type_name -> bagkeeper.store.v1.UpdateBag.SetEntry
-	52, // 31: bagkeeper.store.v1.UpdateCharmState.set:type_name -> bagkeeper.store.v1.UpdateCharmState.SetEntry
-	53, // 32: bagkeeper.store.v1.UpdateLeaderSettings.set:type_name -> bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
-	29, // 33: bagkeeper.store.v1.UpdatePorts.open:type_name -> bagkeeper.store.v1.Port
-	29, // 34: bagkeeper.store.v1.UpdatePorts.close:type_name -> bagkeeper.store.v1.Port
-	0,  // 35: bagkeeper.store.v1.Result.error_code:type_name -> bagkeeper.store.v1.ErrorCode
-	33, // 36: bagkeeper.store.v1.Result.ops:type_name -> bagkeeper.store.v1.OpResult
-	41, // 37: bagkeeper.store.v1.SnapshotRecord.header:type_name -> bagkeeper.store.v1.SnapshotHeader
-	44, // 38: bagkeeper.store.v1.SnapshotRecord.relation:type_name -> bagkeeper.store.v1.RelationRecord
-	45, // 39: bagkeeper.store.v1.SnapshotRecord.bag:type_name -> bagkeeper.store.v1.BagRecord
-	46, // 40: bagkeeper.store.v1.SnapshotRecord.unit:type_name -> bagkeeper.store.v1.UnitRecord
-	47, // 41: bagkeeper.store.v1.SnapshotRecord.charm_state:type_name -> bagkeeper.store.v1.CharmStateRecord
-	48, // 42: bagkeeper.store.v1.SnapshotRecord.cursor:type_name -> bagkeeper.store.v1.CursorRecord
-	42, // 43: bagkeeper.store.v1.SnapshotRecord.end:type_name -> bagkeeper.store.v1.SnapshotEnd
-	39, // 44: bagkeeper.store.v1.SnapshotRecord.status:type_name -> bagkeeper.store.v1.StatusRecord
-	40, // 45: bagkeeper.store.v1.SnapshotRecord.unit_extra:type_name -> bagkeeper.store.v1.UnitExtraRecord
-	36, // 46: bagkeeper.store.v1.SnapshotRecord.session:type_name -> bagkeeper.store.v1.SessionRecord
-	38, // 47: bagkeeper.store.v1.SnapshotRecord.claimant:type_name -> bagkeeper.store.v1.ClaimantRecord
-	35, // 48: bagkeeper.store.v1.SnapshotRecord.divergence:type_name -> bagkeeper.store.v1.DivergenceRecord
-	37, // 49: bagkeeper.store.v1.SessionRecord.results:type_name -> bagkeeper.store.v1.SessionResult
-	32, // 50: bagkeeper.store.v1.SessionResult.result:type_name -> bagkeeper.store.v1.Result
-	29, // 51: bagkeeper.store.v1.UnitExtraRecord.ports:type_name -> bagkeeper.store.v1.Port
-	54, // 52: bagkeeper.store.v1.SnapshotHeader.leader_settings:type_name -> bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
-	43, // 53: bagkeeper.store.v1.SnapshotHeader.lease:type_name -> bagkeeper.store.v1.Lease
-	55, // 54: bagkeeper.store.v1.BagRecord.data:type_name -> bagkeeper.store.v1.BagRecord.DataEntry
-	1,  // 55: bagkeeper.store.v1.UnitRecord.state:type_name -> bagkeeper.store.v1.UnitState
-	56, // 56: bagkeeper.store.v1.CharmStateRecord.data:type_name -> bagkeeper.store.v1.CharmStateRecord.DataEntry
-	57, // [57:57] is the sub-list for method output_type
-	57, // [57:57] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	25, // 3: bagkeeper.store.v1.Op.init_cluster:type_name -> bagkeeper.store.v1.InitCluster
+	26, // 4: bagkeeper.store.v1.Op.ensure_relation:type_name -> bagkeeper.store.v1.EnsureRelation
+	27, // 5: bagkeeper.store.v1.Op.remove_relation:type_name -> bagkeeper.store.v1.RemoveRelation
+	28, // 6: bagkeeper.store.v1.Op.update_bag:type_name -> bagkeeper.store.v1.UpdateBag
+	30, // 7: bagkeeper.store.v1.Op.claim_unit:type_name -> bagkeeper.store.v1.ClaimUnit
+	31, // 8: bagkeeper.store.v1.Op.release_unit:type_name -> bagkeeper.store.v1.ReleaseUnit
+	32, // 9: bagkeeper.store.v1.Op.remove_unit:type_name -> bagkeeper.store.v1.RemoveUnit
+	33, // 10: bagkeeper.store.v1.Op.update_charm_state:type_name -> bagkeeper.store.v1.UpdateCharmState
+	34, // 11: bagkeeper.store.v1.Op.update_leader_settings:type_name -> bagkeeper.store.v1.UpdateLeaderSettings
+	35, // 12: bagkeeper.store.v1.Op.claim_lease:type_name -> bagkeeper.store.v1.ClaimLease
+	36, // 13: bagkeeper.store.v1.Op.check_lease:type_name -> bagkeeper.store.v1.CheckLease
+	37, // 14: bagkeeper.store.v1.Op.set_cursor:type_name -> bagkeeper.store.v1.SetCursor
+	29, // 15: bagkeeper.store.v1.Op.check_bag:type_name -> bagkeeper.store.v1.CheckBag
+	38, // 16: bagkeeper.store.v1.Op.set_status:type_name -> bagkeeper.store.v1.SetStatus
+	39, // 17: bagkeeper.store.v1.Op.set_hook_error:type_name -> bagkeeper.store.v1.SetHookError
+	40, // 18: bagkeeper.store.v1.Op.set_workload_version:type_name -> bagkeeper.store.v1.SetWorkloadVersion
+	42, // 19: bagkeeper.store.v1.Op.update_ports:type_name -> bagkeeper.store.v1.UpdatePorts
+	43, // 20: bagkeeper.store.v1.Op.release_lease:type_name -> bagkeeper.store.v1.ReleaseLease
+	24, // 21: bagkeeper.store.v1.Op.forget_claimant:type_name -> bagkeeper.store.v1.ForgetClaimant
+	21, // 22: bagkeeper.store.v1.Op.hash_state:type_name -> bagkeeper.store.v1.HashState
+	22, // 23: bagkeeper.store.v1.Op.report_divergence:type_name -> bagkeeper.store.v1.ReportDivergence
+	23, // 24: bagkeeper.store.v1.Op.forget_divergence:type_name -> bagkeeper.store.v1.ForgetDivergence
+	20, // 25: bagkeeper.store.v1.Op.start_generation:type_name -> bagkeeper.store.v1.StartGeneration
+	18, // 26: bagkeeper.store.v1.Op.set_remote_view:type_name -> bagkeeper.store.v1.SetRemoteView
+	7,  // 27: bagkeeper.store.v1.Op.create_secret:type_name -> bagkeeper.store.v1.CreateSecret
+	8,  // 28: bagkeeper.store.v1.Op.update_secret:type_name -> bagkeeper.store.v1.UpdateSecret
+	9,  // 29: bagkeeper.store.v1.Op.remove_secret:type_name -> bagkeeper.store.v1.RemoveSecret
+	10, // 30: bagkeeper.store.v1.Op.grant_secret:type_name -> bagkeeper.store.v1.GrantSecret
+	11, // 31: bagkeeper.store.v1.Op.revoke_secret:type_name -> bagkeeper.store.v1.RevokeSecret
+	12, // 32: bagkeeper.store.v1.Op.track_secret:type_name -> bagkeeper.store.v1.TrackSecret
+	13, // 33: bagkeeper.store.v1.Op.secret_rotated:type_name -> bagkeeper.store.v1.SecretRotated
+	6,  // 34: bagkeeper.store.v1.CreateSecret.content:type_name -> bagkeeper.store.v1.SealedContent
+	6,  // 35: bagkeeper.store.v1.UpdateSecret.content:type_name -> bagkeeper.store.v1.SealedContent
+	15, // 36: bagkeeper.store.v1.SecretRecord.revisions:type_name -> bagkeeper.store.v1.SecretRevisionRecord
+	16, // 37: bagkeeper.store.v1.SecretRecord.grants:type_name -> bagkeeper.store.v1.SecretGrantRecord
+	17, // 38: bagkeeper.store.v1.SecretRecord.consumers:type_name -> bagkeeper.store.v1.SecretConsumerRecord
+	6,  // 39: bagkeeper.store.v1.SecretRevisionRecord.content:type_name -> bagkeeper.store.v1.SealedContent
+	61, // 40: bagkeeper.store.v1.SetRemoteView.app:type_name -> bagkeeper.store.v1.SetRemoteView.AppEntry
+	19, // 41: bagkeeper.store.v1.SetRemoteView.units:type_name -> bagkeeper.store.v1.RemoteUnitView
+	62, // 42: bagkeeper.store.v1.RemoteUnitView.data:type_name -> bagkeeper.store.v1.RemoteUnitView.DataEntry
+	63, // 43: bagkeeper.store.v1.UpdateBag.set:type_name -> bagkeeper.store.v1.UpdateBag.SetEntry
+	64, // 44: bagkeeper.store.v1.UpdateCharmState.set:type_name -> bagkeeper.store.v1.UpdateCharmState.SetEntry
+	65, // 45: bagkeeper.store.v1.UpdateLeaderSettings.set:type_name -> bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
+	41, // 46: bagkeeper.store.v1.UpdatePorts.open:type_name -> bagkeeper.store.v1.Port
+	41, // 47: bagkeeper.store.v1.UpdatePorts.close:type_name -> bagkeeper.store.v1.Port
+	0,  // 48: bagkeeper.store.v1.Result.error_code:type_name -> bagkeeper.store.v1.ErrorCode
+	45, // 49: bagkeeper.store.v1.Result.ops:type_name -> bagkeeper.store.v1.OpResult
+	53, // 50: bagkeeper.store.v1.SnapshotRecord.header:type_name -> bagkeeper.store.v1.SnapshotHeader
+	56, // 51: bagkeeper.store.v1.SnapshotRecord.relation:type_name -> bagkeeper.store.v1.RelationRecord
+	57, // 52: bagkeeper.store.v1.SnapshotRecord.bag:type_name -> bagkeeper.store.v1.BagRecord
+	58, // 53: bagkeeper.store.v1.SnapshotRecord.unit:type_name -> bagkeeper.store.v1.UnitRecord
+	59, // 54: bagkeeper.store.v1.SnapshotRecord.charm_state:type_name -> bagkeeper.store.v1.CharmStateRecord
+	60, // 55: bagkeeper.store.v1.SnapshotRecord.cursor:type_name -> bagkeeper.store.v1.CursorRecord
+	54, // 56: bagkeeper.store.v1.SnapshotRecord.end:type_name -> bagkeeper.store.v1.SnapshotEnd
+	51, // 57: bagkeeper.store.v1.SnapshotRecord.status:type_name -> bagkeeper.store.v1.StatusRecord
+	52, // 58: bagkeeper.store.v1.SnapshotRecord.unit_extra:type_name -> bagkeeper.store.v1.UnitExtraRecord
+	48, // 59: bagkeeper.store.v1.SnapshotRecord.session:type_name -> bagkeeper.store.v1.SessionRecord
+	50, // 60: bagkeeper.store.v1.SnapshotRecord.claimant:type_name -> bagkeeper.store.v1.ClaimantRecord
+	47, // 61: bagkeeper.store.v1.SnapshotRecord.divergence:type_name -> bagkeeper.store.v1.DivergenceRecord
+	14, // 62: bagkeeper.store.v1.SnapshotRecord.secret:type_name -> bagkeeper.store.v1.SecretRecord
+	49, // 63: bagkeeper.store.v1.SessionRecord.results:type_name -> bagkeeper.store.v1.SessionResult
+	44, // 64: bagkeeper.store.v1.SessionResult.result:type_name -> bagkeeper.store.v1.Result
+	41, // 65: bagkeeper.store.v1.UnitExtraRecord.ports:type_name -> bagkeeper.store.v1.Port
+	66, // 66: bagkeeper.store.v1.SnapshotHeader.leader_settings:type_name -> bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
+	55, // 67: bagkeeper.store.v1.SnapshotHeader.lease:type_name -> bagkeeper.store.v1.Lease
+	67, // 68: bagkeeper.store.v1.BagRecord.data:type_name -> bagkeeper.store.v1.BagRecord.DataEntry
+	1,  // 69: bagkeeper.store.v1.UnitRecord.state:type_name -> bagkeeper.store.v1.UnitState
+	68, // 70: bagkeeper.store.v1.CharmStateRecord.data:type_name -> bagkeeper.store.v1.CharmStateRecord.DataEntry
+	71, // [71:71] is the sub-list for method output_type
+	71, // [71:71] is the sub-list for method input_type
+	71, // [71:71] is the sub-list for extension type_name
+	71, // [71:71] is the sub-list for extension extendee
+	0,  // [0:71] is the sub-list for field type_name
 }
 
 func init() { file_raftstore_storepb_store_proto_init() }
@@ -4456,8 +5629,15 @@ func file_raftstore_storepb_store_proto_init() {
 		(*Op_ForgetDivergence)(nil),
 		(*Op_StartGeneration)(nil),
 		(*Op_SetRemoteView)(nil),
+		(*Op_CreateSecret)(nil),
+		(*Op_UpdateSecret)(nil),
+		(*Op_RemoveSecret)(nil),
+		(*Op_GrantSecret)(nil),
+		(*Op_RevokeSecret)(nil),
+		(*Op_TrackSecret)(nil),
+		(*Op_SecretRotated)(nil),
 	}
-	file_raftstore_storepb_store_proto_msgTypes[32].OneofWrappers = []any{
+	file_raftstore_storepb_store_proto_msgTypes[44].OneofWrappers = []any{
 		(*SnapshotRecord_Header)(nil),
 		(*SnapshotRecord_Relation)(nil),
 		(*SnapshotRecord_Bag)(nil),
@@ -4470,6 +5650,7 @@ func file_raftstore_storepb_store_proto_init() {
 		(*SnapshotRecord_Session)(nil),
 		(*SnapshotRecord_Claimant)(nil),
 		(*SnapshotRecord_Divergence)(nil),
+		(*SnapshotRecord_Secret)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -4477,7 +5658,7 @@ func file_raftstore_storepb_store_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftstore_storepb_store_proto_rawDesc), len(file_raftstore_storepb_store_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   55,
+			NumMessages:   67,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
