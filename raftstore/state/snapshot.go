@@ -141,6 +141,9 @@ func WriteSnapshot(w io.Writer, s *State) error {
 	if err != nil {
 		return err
 	}
+	if err := writeActions(s, put); err != nil { // actions.go
+		return err
+	}
 	if err := put(&storepb.SnapshotRecord{Record: &storepb.SnapshotRecord_End{End: &storepb.SnapshotEnd{Records: n + 1, Crc32C: hw.sum}}}); err != nil {
 		return err
 	}
@@ -156,6 +159,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	charm, cursors, sessions, claimants := s.charm.Txn(), s.cursors.Txn(), s.sessions.Txn(), s.claimants.Txn()
 	divergent := s.divergent.Txn()
 	statuses, extras := s.statuses.Txn(), s.extras.Txn()
+	actions := s.actions.Txn() // actions.go
 	var n uint64
 	sawHeader := false
 	for {
@@ -234,6 +238,9 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 				ue.Ports = append(ue.Ports, Port{Endpoint: p.GetEndpoint(), From: int(p.GetFrom()), To: int(p.GetTo()), Protocol: p.GetProtocol()})
 			}
 			extras.Insert([]byte(e.GetUnit()), ue)
+		case *storepb.SnapshotRecord_Action: // actions.go
+			a := actionFromPB(x.Action)
+			actions.Insert(numKey(a.ID), a)
 		case *storepb.SnapshotRecord_End:
 			if x.End.GetRecords() != n {
 				return nil, fmt.Errorf("snapshot end record counts %d records, read %d", x.End.GetRecords(), n)
@@ -245,6 +252,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			s.charm, s.cursors, s.sessions, s.claimants = charm.CommitOnly(), cursors.CommitOnly(), sessions.CommitOnly(), claimants.CommitOnly()
 			s.statuses, s.extras = statuses.CommitOnly(), extras.CommitOnly()
 			s.divergent = divergent.CommitOnly()
+			s.actions = actions.CommitOnly() // actions.go
 			return s, nil
 		default:
 			return nil, fmt.Errorf("snapshot record %d is of a kind this bagkeeper does not know (written by a newer version?)", n)

@@ -28,6 +28,8 @@ type State struct {
 	divergent *iradix.Tree[*Divergence] // key: member id
 	statuses  *iradix.Tree[*Status]     // key: owner (unit or application name)
 	extras    *iradix.Tree[*UnitExtra]  // key: unit name
+	// actions (actions.go)
+	actions *iradix.Tree[*Action] // key: numKey(id)
 }
 
 // meta holds the scalar parts of the state. Replaced, never mutated.
@@ -212,6 +214,7 @@ func newState() *State {
 		divergent: iradix.New[*Divergence](),
 		statuses:  iradix.New[*Status](),
 		extras:    iradix.New[*UnitExtra](),
+		actions:   iradix.New[*Action](), // actions.go
 	}
 }
 

@@ -397,6 +397,10 @@ type Op struct {
 	//	*Op_ForgetDivergence
 	//	*Op_StartGeneration
 	//	*Op_SetRemoteView
+	//	*Op_EnqueueAction
+	//	*Op_StartAction
+	//	*Op_LogAction
+	//	*Op_FinishAction
 	Op            isOp_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -655,6 +659,42 @@ func (x *Op) GetSetRemoteView() *SetRemoteView {
 	return nil
 }
 
+func (x *Op) GetEnqueueAction() *EnqueueAction {
+	if x != nil {
+		if x, ok := x.Op.(*Op_EnqueueAction); ok {
+			return x.EnqueueAction
+		}
+	}
+	return nil
+}
+
+func (x *Op) GetStartAction() *StartAction {
+	if x != nil {
+		if x, ok := x.Op.(*Op_StartAction); ok {
+			return x.StartAction
+		}
+	}
+	return nil
+}
+
+func (x *Op) GetLogAction() *LogAction {
+	if x != nil {
+		if x, ok := x.Op.(*Op_LogAction); ok {
+			return x.LogAction
+		}
+	}
+	return nil
+}
+
+func (x *Op) GetFinishAction() *FinishAction {
+	if x != nil {
+		if x, ok := x.Op.(*Op_FinishAction); ok {
+			return x.FinishAction
+		}
+	}
+	return nil
+}
+
 type isOp_Op interface {
 	isOp_Op()
 }
@@ -755,6 +795,23 @@ type Op_SetRemoteView struct {
 	SetRemoteView *SetRemoteView `protobuf:"bytes,24,opt,name=set_remote_view,json=setRemoteView,proto3,oneof"`
 }
 
+type Op_EnqueueAction struct {
+	// ---- actions (numbers 120-139) ----
+	EnqueueAction *EnqueueAction `protobuf:"bytes,120,opt,name=enqueue_action,json=enqueueAction,proto3,oneof"`
+}
+
+type Op_StartAction struct {
+	StartAction *StartAction `protobuf:"bytes,121,opt,name=start_action,json=startAction,proto3,oneof"`
+}
+
+type Op_LogAction struct {
+	LogAction *LogAction `protobuf:"bytes,122,opt,name=log_action,json=logAction,proto3,oneof"`
+}
+
+type Op_FinishAction struct {
+	FinishAction *FinishAction `protobuf:"bytes,123,opt,name=finish_action,json=finishAction,proto3,oneof"` // ---- end of actions ----
+}
+
 func (*Op_InitCluster) isOp_Op() {}
 
 func (*Op_EnsureRelation) isOp_Op() {}
@@ -802,6 +859,14 @@ func (*Op_ForgetDivergence) isOp_Op() {}
 func (*Op_StartGeneration) isOp_Op() {}
 
 func (*Op_SetRemoteView) isOp_Op() {}
+
+func (*Op_EnqueueAction) isOp_Op() {}
+
+func (*Op_StartAction) isOp_Op() {}
+
+func (*Op_LogAction) isOp_Op() {}
+
+func (*Op_FinishAction) isOp_Op() {}
 
 // SetRemoteView replaces what this application holds of the other side of
 // a (non-peer) relation: the remote application's bag, the bags of its
@@ -2508,7 +2573,10 @@ type OpResult struct {
 	Waiting bool `protobuf:"varint,3,opt,name=waiting,proto3" json:"waiting,omitempty"`
 	// SetRemoteView: the view was no newer than the one last applied from
 	// the same source, and changed nothing.
-	Stale         bool `protobuf:"varint,4,opt,name=stale,proto3" json:"stale,omitempty"`
+	Stale bool `protobuf:"varint,4,opt,name=stale,proto3" json:"stale,omitempty"`
+	// ---- actions (numbers 120-139) ----
+	// EnqueueAction: the id given to the new action.
+	ActionId      int64 `protobuf:"varint,120,opt,name=action_id,json=actionId,proto3" json:"action_id,omitempty"` // ---- end of actions ----
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2571,6 +2639,13 @@ func (x *OpResult) GetStale() bool {
 	return false
 }
 
+func (x *OpResult) GetActionId() int64 {
+	if x != nil {
+		return x.ActionId
+	}
+	return 0
+}
+
 // Snapshot records. A snapshot is a stream of length-delimited
 // SnapshotRecord messages; the first is a header.
 type SnapshotRecord struct {
@@ -2589,6 +2664,7 @@ type SnapshotRecord struct {
 	//	*SnapshotRecord_Session
 	//	*SnapshotRecord_Claimant
 	//	*SnapshotRecord_Divergence
+	//	*SnapshotRecord_Action
 	Record        isSnapshotRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2739,6 +2815,15 @@ func (x *SnapshotRecord) GetDivergence() *DivergenceRecord {
 	return nil
 }
 
+func (x *SnapshotRecord) GetAction() *ActionRecord {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_Action); ok {
+			return x.Action
+		}
+	}
+	return nil
+}
+
 type isSnapshotRecord_Record interface {
 	isSnapshotRecord_Record()
 }
@@ -2791,6 +2876,11 @@ type SnapshotRecord_Divergence struct {
 	Divergence *DivergenceRecord `protobuf:"bytes,13,opt,name=divergence,proto3,oneof"`
 }
 
+type SnapshotRecord_Action struct {
+	// ---- actions (numbers 120-139) ----
+	Action *ActionRecord `protobuf:"bytes,120,opt,name=action,proto3,oneof"` // ---- end of actions ----
+}
+
 func (*SnapshotRecord_Header) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Relation) isSnapshotRecord_Record() {}
@@ -2814,6 +2904,8 @@ func (*SnapshotRecord_Session) isSnapshotRecord_Record() {}
 func (*SnapshotRecord_Claimant) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Divergence) isSnapshotRecord_Record() {}
+
+func (*SnapshotRecord_Action) isSnapshotRecord_Record() {}
 
 // DivergenceRecord is a member found with a state unlike the others'.
 type DivergenceRecord struct {
@@ -3945,6 +4037,461 @@ func (x *CursorRecord) GetCursor() []byte {
 	return nil
 }
 
+// EnqueueAction queues an action of the charm (actions.yaml) to run on a
+// unit; its parameters were validated against the action's schema by the
+// member that proposed it. The result carries the action's id (OpResult
+// action_id): a number, given in order, never reused.
+type EnqueueAction struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Unit  string                 `protobuf:"bytes,1,opt,name=unit,proto3" json:"unit,omitempty"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// JSON object of the parameters, defaults applied.
+	ParamsJson    []byte `protobuf:"bytes,3,opt,name=params_json,json=paramsJson,proto3" json:"params_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnqueueAction) Reset() {
+	*x = EnqueueAction{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnqueueAction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnqueueAction) ProtoMessage() {}
+
+func (x *EnqueueAction) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnqueueAction.ProtoReflect.Descriptor instead.
+func (*EnqueueAction) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *EnqueueAction) GetUnit() string {
+	if x != nil {
+		return x.Unit
+	}
+	return ""
+}
+
+func (x *EnqueueAction) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *EnqueueAction) GetParamsJson() []byte {
+	if x != nil {
+		return x.ParamsJson
+	}
+	return nil
+}
+
+// StartAction marks a pending action running, committed by the unit's
+// agent (fenced with its claim) before the action's process starts.
+type StartAction struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The unit's holder that runs it (raft member id and pod), for the
+	// record.
+	MemberId      string `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	Pod           string `protobuf:"bytes,3,opt,name=pod,proto3" json:"pod,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartAction) Reset() {
+	*x = StartAction{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartAction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartAction) ProtoMessage() {}
+
+func (x *StartAction) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartAction.ProtoReflect.Descriptor instead.
+func (*StartAction) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *StartAction) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *StartAction) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *StartAction) GetPod() string {
+	if x != nil {
+		return x.Pod
+	}
+	return ""
+}
+
+// LogAction appends progress messages (action-log) to a running action.
+type LogAction struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Lines         []*ActionLogLine       `protobuf:"bytes,2,rep,name=lines,proto3" json:"lines,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogAction) Reset() {
+	*x = LogAction{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogAction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogAction) ProtoMessage() {}
+
+func (x *LogAction) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogAction.ProtoReflect.Descriptor instead.
+func (*LogAction) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *LogAction) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *LogAction) GetLines() []*ActionLogLine {
+	if x != nil {
+		return x.Lines
+	}
+	return nil
+}
+
+type ActionLogLine struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TimeUnixNano  int64                  `protobuf:"varint,1,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActionLogLine) Reset() {
+	*x = ActionLogLine{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActionLogLine) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActionLogLine) ProtoMessage() {}
+
+func (x *ActionLogLine) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActionLogLine.ProtoReflect.Descriptor instead.
+func (*ActionLogLine) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *ActionLogLine) GetTimeUnixNano() int64 {
+	if x != nil {
+		return x.TimeUnixNano
+	}
+	return 0
+}
+
+func (x *ActionLogLine) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// FinishAction ends an action: status is "completed", "failed" or
+// "cancelled". A running action can only be finished; a pending one only
+// failed or cancelled (it never ran).
+type FinishAction struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Id      int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Status  string                 `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	Message string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// JSON object of the results (action-set), may be empty.
+	ResultsJson []byte `protobuf:"bytes,4,opt,name=results_json,json=resultsJson,proto3" json:"results_json,omitempty"`
+	// Log lines not committed yet.
+	Lines         []*ActionLogLine `protobuf:"bytes,5,rep,name=lines,proto3" json:"lines,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FinishAction) Reset() {
+	*x = FinishAction{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FinishAction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FinishAction) ProtoMessage() {}
+
+func (x *FinishAction) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FinishAction.ProtoReflect.Descriptor instead.
+func (*FinishAction) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *FinishAction) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *FinishAction) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *FinishAction) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *FinishAction) GetResultsJson() []byte {
+	if x != nil {
+		return x.ResultsJson
+	}
+	return nil
+}
+
+func (x *FinishAction) GetLines() []*ActionLogLine {
+	if x != nil {
+		return x.Lines
+	}
+	return nil
+}
+
+type ActionRecord struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Id                int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Unit              string                 `protobuf:"bytes,2,opt,name=unit,proto3" json:"unit,omitempty"`
+	Name              string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	ParamsJson        []byte                 `protobuf:"bytes,4,opt,name=params_json,json=paramsJson,proto3" json:"params_json,omitempty"`
+	Status            string                 `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
+	Message           string                 `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
+	ResultsJson       []byte                 `protobuf:"bytes,7,opt,name=results_json,json=resultsJson,proto3" json:"results_json,omitempty"`
+	Log               []*ActionLogLine       `protobuf:"bytes,8,rep,name=log,proto3" json:"log,omitempty"`
+	EnqueuedUnixNano  int64                  `protobuf:"varint,9,opt,name=enqueued_unix_nano,json=enqueuedUnixNano,proto3" json:"enqueued_unix_nano,omitempty"`
+	StartedUnixNano   int64                  `protobuf:"varint,10,opt,name=started_unix_nano,json=startedUnixNano,proto3" json:"started_unix_nano,omitempty"`
+	CompletedUnixNano int64                  `protobuf:"varint,11,opt,name=completed_unix_nano,json=completedUnixNano,proto3" json:"completed_unix_nano,omitempty"`
+	MemberId          string                 `protobuf:"bytes,12,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	Pod               string                 `protobuf:"bytes,13,opt,name=pod,proto3" json:"pod,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ActionRecord) Reset() {
+	*x = ActionRecord{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActionRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActionRecord) ProtoMessage() {}
+
+func (x *ActionRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActionRecord.ProtoReflect.Descriptor instead.
+func (*ActionRecord) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *ActionRecord) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ActionRecord) GetUnit() string {
+	if x != nil {
+		return x.Unit
+	}
+	return ""
+}
+
+func (x *ActionRecord) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ActionRecord) GetParamsJson() []byte {
+	if x != nil {
+		return x.ParamsJson
+	}
+	return nil
+}
+
+func (x *ActionRecord) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *ActionRecord) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ActionRecord) GetResultsJson() []byte {
+	if x != nil {
+		return x.ResultsJson
+	}
+	return nil
+}
+
+func (x *ActionRecord) GetLog() []*ActionLogLine {
+	if x != nil {
+		return x.Log
+	}
+	return nil
+}
+
+func (x *ActionRecord) GetEnqueuedUnixNano() int64 {
+	if x != nil {
+		return x.EnqueuedUnixNano
+	}
+	return 0
+}
+
+func (x *ActionRecord) GetStartedUnixNano() int64 {
+	if x != nil {
+		return x.StartedUnixNano
+	}
+	return 0
+}
+
+func (x *ActionRecord) GetCompletedUnixNano() int64 {
+	if x != nil {
+		return x.CompletedUnixNano
+	}
+	return 0
+}
+
+func (x *ActionRecord) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *ActionRecord) GetPod() string {
+	if x != nil {
+		return x.Pod
+	}
+	return ""
+}
+
 var File_raftstore_storepb_store_proto protoreflect.FileDescriptor
 
 const file_raftstore_storepb_store_proto_rawDesc = "" +
@@ -3964,7 +4511,7 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\x05Fence\x12\x12\n" +
 	"\x04unit\x18\x01 \x01(\tR\x04unit\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x14\n" +
-	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"\xff\r\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"\x9a\x10\n" +
 	"\x02Op\x12D\n" +
 	"\finit_cluster\x18\x01 \x01(\v2\x1f.bagkeeper.store.v1.InitClusterH\x00R\vinitCluster\x12M\n" +
 	"\x0fensure_relation\x18\x02 \x01(\v2\".bagkeeper.store.v1.EnsureRelationH\x00R\x0eensureRelation\x12M\n" +
@@ -3998,7 +4545,12 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\x11report_divergence\x18\x15 \x01(\v2$.bagkeeper.store.v1.ReportDivergenceH\x00R\x10reportDivergence\x12S\n" +
 	"\x11forget_divergence\x18\x16 \x01(\v2$.bagkeeper.store.v1.ForgetDivergenceH\x00R\x10forgetDivergence\x12P\n" +
 	"\x10start_generation\x18\x17 \x01(\v2#.bagkeeper.store.v1.StartGenerationH\x00R\x0fstartGeneration\x12K\n" +
-	"\x0fset_remote_view\x18\x18 \x01(\v2!.bagkeeper.store.v1.SetRemoteViewH\x00R\rsetRemoteViewB\x04\n" +
+	"\x0fset_remote_view\x18\x18 \x01(\v2!.bagkeeper.store.v1.SetRemoteViewH\x00R\rsetRemoteView\x12J\n" +
+	"\x0eenqueue_action\x18x \x01(\v2!.bagkeeper.store.v1.EnqueueActionH\x00R\renqueueAction\x12D\n" +
+	"\fstart_action\x18y \x01(\v2\x1f.bagkeeper.store.v1.StartActionH\x00R\vstartAction\x12>\n" +
+	"\n" +
+	"log_action\x18z \x01(\v2\x1d.bagkeeper.store.v1.LogActionH\x00R\tlogAction\x12G\n" +
+	"\rfinish_action\x18{ \x01(\v2 .bagkeeper.store.v1.FinishActionH\x00R\ffinishActionB\x04\n" +
 	"\x02op\"\xd6\x02\n" +
 	"\rSetRemoteView\x12\x1f\n" +
 	"\vrelation_id\x18\x01 \x01(\x03R\n" +
@@ -4132,13 +4684,14 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12\x1b\n" +
 	"\tfailed_op\x18\x03 \x01(\x05R\bfailedOp\x12.\n" +
 	"\x03ops\x18\x04 \x03(\v2\x1c.bagkeeper.store.v1.OpResultR\x03ops\x12\x14\n" +
-	"\x05index\x18\x05 \x01(\x04R\x05index\"o\n" +
+	"\x05index\x18\x05 \x01(\x04R\x05index\"\x8c\x01\n" +
 	"\bOpResult\x12\x12\n" +
 	"\x04unit\x18\x01 \x01(\tR\x04unit\x12\x1f\n" +
 	"\vrelation_id\x18\x02 \x01(\x03R\n" +
 	"relationId\x12\x18\n" +
 	"\awaiting\x18\x03 \x01(\bR\awaiting\x12\x14\n" +
-	"\x05stale\x18\x04 \x01(\bR\x05stale\"\x8e\x06\n" +
+	"\x05stale\x18\x04 \x01(\bR\x05stale\x12\x1b\n" +
+	"\taction_id\x18x \x01(\x03R\bactionId\"\xca\x06\n" +
 	"\x0eSnapshotRecord\x12<\n" +
 	"\x06header\x18\x01 \x01(\v2\".bagkeeper.store.v1.SnapshotHeaderH\x00R\x06header\x12@\n" +
 	"\brelation\x18\x02 \x01(\v2\".bagkeeper.store.v1.RelationRecordH\x00R\brelation\x121\n" +
@@ -4156,7 +4709,8 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\bclaimant\x18\f \x01(\v2\".bagkeeper.store.v1.ClaimantRecordH\x00R\bclaimant\x12F\n" +
 	"\n" +
 	"divergence\x18\r \x01(\v2$.bagkeeper.store.v1.DivergenceRecordH\x00R\n" +
-	"divergenceB\b\n" +
+	"divergence\x12:\n" +
+	"\x06action\x18x \x01(\v2 .bagkeeper.store.v1.ActionRecordH\x00R\x06actionB\b\n" +
 	"\x06recordJ\x04\b\a\x10\b\"\x9d\x01\n" +
 	"\x10DivergenceRecord\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x14\n" +
@@ -4268,7 +4822,44 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\":\n" +
 	"\fCursorRecord\x12\x12\n" +
 	"\x04unit\x18\x01 \x01(\tR\x04unit\x12\x16\n" +
-	"\x06cursor\x18\x02 \x01(\fR\x06cursor*\x8a\x01\n" +
+	"\x06cursor\x18\x02 \x01(\fR\x06cursor\"X\n" +
+	"\rEnqueueAction\x12\x12\n" +
+	"\x04unit\x18\x01 \x01(\tR\x04unit\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1f\n" +
+	"\vparams_json\x18\x03 \x01(\fR\n" +
+	"paramsJson\"L\n" +
+	"\vStartAction\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x10\n" +
+	"\x03pod\x18\x03 \x01(\tR\x03pod\"T\n" +
+	"\tLogAction\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x127\n" +
+	"\x05lines\x18\x02 \x03(\v2!.bagkeeper.store.v1.ActionLogLineR\x05lines\"O\n" +
+	"\rActionLogLine\x12$\n" +
+	"\x0etime_unix_nano\x18\x01 \x01(\x03R\ftimeUnixNano\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xac\x01\n" +
+	"\fFinishAction\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12!\n" +
+	"\fresults_json\x18\x04 \x01(\fR\vresultsJson\x127\n" +
+	"\x05lines\x18\x05 \x03(\v2!.bagkeeper.store.v1.ActionLogLineR\x05lines\"\xaa\x03\n" +
+	"\fActionRecord\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
+	"\x04unit\x18\x02 \x01(\tR\x04unit\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x1f\n" +
+	"\vparams_json\x18\x04 \x01(\fR\n" +
+	"paramsJson\x12\x16\n" +
+	"\x06status\x18\x05 \x01(\tR\x06status\x12\x18\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\x12!\n" +
+	"\fresults_json\x18\a \x01(\fR\vresultsJson\x123\n" +
+	"\x03log\x18\b \x03(\v2!.bagkeeper.store.v1.ActionLogLineR\x03log\x12,\n" +
+	"\x12enqueued_unix_nano\x18\t \x01(\x03R\x10enqueuedUnixNano\x12*\n" +
+	"\x11started_unix_nano\x18\n" +
+	" \x01(\x03R\x0fstartedUnixNano\x12.\n" +
+	"\x13completed_unix_nano\x18\v \x01(\x03R\x11completedUnixNano\x12\x1b\n" +
+	"\tmember_id\x18\f \x01(\tR\bmemberId\x12\x10\n" +
+	"\x03pod\x18\r \x01(\tR\x03pod*\x8a\x01\n" +
 	"\tErrorCode\x12\x06\n" +
 	"\x02OK\x10\x00\x12\v\n" +
 	"\aINVALID\x10\x01\x12\r\n" +
@@ -4301,7 +4892,7 @@ func file_raftstore_storepb_store_proto_rawDescGZIP() []byte {
 }
 
 var file_raftstore_storepb_store_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_raftstore_storepb_store_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_raftstore_storepb_store_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_raftstore_storepb_store_proto_goTypes = []any{
 	(ErrorCode)(0),               // 0: bagkeeper.store.v1.ErrorCode
 	(UnitState)(0),               // 1: bagkeeper.store.v1.UnitState
@@ -4352,14 +4943,20 @@ var file_raftstore_storepb_store_proto_goTypes = []any{
 	(*UnitRecord)(nil),           // 46: bagkeeper.store.v1.UnitRecord
 	(*CharmStateRecord)(nil),     // 47: bagkeeper.store.v1.CharmStateRecord
 	(*CursorRecord)(nil),         // 48: bagkeeper.store.v1.CursorRecord
-	nil,                          // 49: bagkeeper.store.v1.SetRemoteView.AppEntry
-	nil,                          // 50: bagkeeper.store.v1.RemoteUnitView.DataEntry
-	nil,                          // 51: bagkeeper.store.v1.UpdateBag.SetEntry
-	nil,                          // 52: bagkeeper.store.v1.UpdateCharmState.SetEntry
-	nil,                          // 53: bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
-	nil,                          // 54: bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
-	nil,                          // 55: bagkeeper.store.v1.BagRecord.DataEntry
-	nil,                          // 56: bagkeeper.store.v1.CharmStateRecord.DataEntry
+	(*EnqueueAction)(nil),        // 49: bagkeeper.store.v1.EnqueueAction
+	(*StartAction)(nil),          // 50: bagkeeper.store.v1.StartAction
+	(*LogAction)(nil),            // 51: bagkeeper.store.v1.LogAction
+	(*ActionLogLine)(nil),        // 52: bagkeeper.store.v1.ActionLogLine
+	(*FinishAction)(nil),         // 53: bagkeeper.store.v1.FinishAction
+	(*ActionRecord)(nil),         // 54: bagkeeper.store.v1.ActionRecord
+	nil,                          // 55: bagkeeper.store.v1.SetRemoteView.AppEntry
+	nil,                          // 56: bagkeeper.store.v1.RemoteUnitView.DataEntry
+	nil,                          // 57: bagkeeper.store.v1.UpdateBag.SetEntry
+	nil,                          // 58: bagkeeper.store.v1.UpdateCharmState.SetEntry
+	nil,                          // 59: bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
+	nil,                          // 60: bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
+	nil,                          // 61: bagkeeper.store.v1.BagRecord.DataEntry
+	nil,                          // 62: bagkeeper.store.v1.CharmStateRecord.DataEntry
 }
 var file_raftstore_storepb_store_proto_depIdxs = []int32{
 	5,  // 0: bagkeeper.store.v1.Command.ops:type_name -> bagkeeper.store.v1.Op
@@ -4389,41 +4986,49 @@ var file_raftstore_storepb_store_proto_depIdxs = []int32{
 	11, // 24: bagkeeper.store.v1.Op.forget_divergence:type_name -> bagkeeper.store.v1.ForgetDivergence
 	8,  // 25: bagkeeper.store.v1.Op.start_generation:type_name -> bagkeeper.store.v1.StartGeneration
 	6,  // 26: bagkeeper.store.v1.Op.set_remote_view:type_name -> bagkeeper.store.v1.SetRemoteView
-	49, // 27: bagkeeper.store.v1.SetRemoteView.app:type_name -> bagkeeper.store.v1.SetRemoteView.AppEntry
-	7,  // 28: bagkeeper.store.v1.SetRemoteView.units:type_name -> bagkeeper.store.v1.RemoteUnitView
-	50, // 29: bagkeeper.store.v1.RemoteUnitView.data:type_name -> bagkeeper.store.v1.RemoteUnitView.DataEntry
-	51, // 30: bagkeeper.store.v1.UpdateBag.set:type_name -> bagkeeper.store.v1.UpdateBag.SetEntry
-	52, // 31: bagkeeper.store.v1.UpdateCharmState.set:type_name -> bagkeeper.store.v1.UpdateCharmState.SetEntry
-	53, // 32: bagkeeper.store.v1.UpdateLeaderSettings.set:type_name -> bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
-	29, // 33: bagkeeper.store.v1.UpdatePorts.open:type_name -> bagkeeper.store.v1.Port
-	29, // 34: bagkeeper.store.v1.UpdatePorts.close:type_name -> bagkeeper.store.v1.Port
-	0,  // 35: bagkeeper.store.v1.Result.error_code:type_name -> bagkeeper.store.v1.ErrorCode
-	33, // 36: bagkeeper.store.v1.Result.ops:type_name -> bagkeeper.store.v1.OpResult
-	41, // 37: bagkeeper.store.v1.SnapshotRecord.header:type_name -> bagkeeper.store.v1.SnapshotHeader
-	44, // 38: bagkeeper.store.v1.SnapshotRecord.relation:type_name -> bagkeeper.store.v1.RelationRecord
-	45, // 39: bagkeeper.store.v1.SnapshotRecord.bag:type_name -> bagkeeper.store.v1.BagRecord
-	46, // 40: bagkeeper.store.v1.SnapshotRecord.unit:type_name -> bagkeeper.store.v1.UnitRecord
-	47, // 41: bagkeeper.store.v1.SnapshotRecord.charm_state:type_name -> bagkeeper.store.v1.CharmStateRecord
-	48, // 42: bagkeeper.store.v1.SnapshotRecord.cursor:type_name -> bagkeeper.store.v1.CursorRecord
-	42, // 43: bagkeeper.store.v1.SnapshotRecord.end:type_name -> bagkeeper.store.v1.SnapshotEnd
-	39, // 44: bagkeeper.store.v1.SnapshotRecord.status:type_name -> bagkeeper.store.v1.StatusRecord
-	40, // 45: bagkeeper.store.v1.SnapshotRecord.unit_extra:type_name -> bagkeeper.store.v1.UnitExtraRecord
-	36, // 46: bagkeeper.store.v1.SnapshotRecord.session:type_name -> bagkeeper.store.v1.SessionRecord
-	38, // 47: bagkeeper.store.v1.SnapshotRecord.claimant:type_name -> bagkeeper.store.v1.ClaimantRecord
-	35, // 48: bagkeeper.store.v1.SnapshotRecord.divergence:type_name -> bagkeeper.store.v1.DivergenceRecord
-	37, // 49: bagkeeper.store.v1.SessionRecord.results:type_name -> bagkeeper.store.v1.SessionResult
-	32, // 50: bagkeeper.store.v1.SessionResult.result:type_name -> bagkeeper.store.v1.Result
-	29, // 51: bagkeeper.store.v1.UnitExtraRecord.ports:type_name -> bagkeeper.store.v1.Port
-	54, // 52: bagkeeper.store.v1.SnapshotHeader.leader_settings:type_name -> bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
-	43, // 53: bagkeeper.store.v1.SnapshotHeader.lease:type_name -> bagkeeper.store.v1.Lease
-	55, // 54: bagkeeper.store.v1.BagRecord.data:type_name -> bagkeeper.store.v1.BagRecord.DataEntry
-	1,  // 55: bagkeeper.store.v1.UnitRecord.state:type_name -> bagkeeper.store.v1.UnitState
-	56, // 56: bagkeeper.store.v1.CharmStateRecord.data:type_name -> bagkeeper.store.v1.CharmStateRecord.DataEntry
-	57, // [57:57] is the sub-list for method output_type
-	57, // [57:57] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	49, // 27: bagkeeper.store.v1.Op.enqueue_action:type_name -> bagkeeper.store.v1.EnqueueAction
+	50, // 28: bagkeeper.store.v1.Op.start_action:type_name -> bagkeeper.store.v1.StartAction
+	51, // 29: bagkeeper.store.v1.Op.log_action:type_name -> bagkeeper.store.v1.LogAction
+	53, // 30: bagkeeper.store.v1.Op.finish_action:type_name -> bagkeeper.store.v1.FinishAction
+	55, // 31: bagkeeper.store.v1.SetRemoteView.app:type_name -> bagkeeper.store.v1.SetRemoteView.AppEntry
+	7,  // 32: bagkeeper.store.v1.SetRemoteView.units:type_name -> bagkeeper.store.v1.RemoteUnitView
+	56, // 33: bagkeeper.store.v1.RemoteUnitView.data:type_name -> bagkeeper.store.v1.RemoteUnitView.DataEntry
+	57, // 34: bagkeeper.store.v1.UpdateBag.set:type_name -> bagkeeper.store.v1.UpdateBag.SetEntry
+	58, // 35: bagkeeper.store.v1.UpdateCharmState.set:type_name -> bagkeeper.store.v1.UpdateCharmState.SetEntry
+	59, // 36: bagkeeper.store.v1.UpdateLeaderSettings.set:type_name -> bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
+	29, // 37: bagkeeper.store.v1.UpdatePorts.open:type_name -> bagkeeper.store.v1.Port
+	29, // 38: bagkeeper.store.v1.UpdatePorts.close:type_name -> bagkeeper.store.v1.Port
+	0,  // 39: bagkeeper.store.v1.Result.error_code:type_name -> bagkeeper.store.v1.ErrorCode
+	33, // 40: bagkeeper.store.v1.Result.ops:type_name -> bagkeeper.store.v1.OpResult
+	41, // 41: bagkeeper.store.v1.SnapshotRecord.header:type_name -> bagkeeper.store.v1.SnapshotHeader
+	44, // 42: bagkeeper.store.v1.SnapshotRecord.relation:type_name -> bagkeeper.store.v1.RelationRecord
+	45, // 43: bagkeeper.store.v1.SnapshotRecord.bag:type_name -> bagkeeper.store.v1.BagRecord
+	46, // 44: bagkeeper.store.v1.SnapshotRecord.unit:type_name -> bagkeeper.store.v1.UnitRecord
+	47, // 45: bagkeeper.store.v1.SnapshotRecord.charm_state:type_name -> bagkeeper.store.v1.CharmStateRecord
+	48, // 46: bagkeeper.store.v1.SnapshotRecord.cursor:type_name -> bagkeeper.store.v1.CursorRecord
+	42, // 47: bagkeeper.store.v1.SnapshotRecord.end:type_name -> bagkeeper.store.v1.SnapshotEnd
+	39, // 48: bagkeeper.store.v1.SnapshotRecord.status:type_name -> bagkeeper.store.v1.StatusRecord
+	40, // 49: bagkeeper.store.v1.SnapshotRecord.unit_extra:type_name -> bagkeeper.store.v1.UnitExtraRecord
+	36, // 50: bagkeeper.store.v1.SnapshotRecord.session:type_name -> bagkeeper.store.v1.SessionRecord
+	38, // 51: bagkeeper.store.v1.SnapshotRecord.claimant:type_name -> bagkeeper.store.v1.ClaimantRecord
+	35, // 52: bagkeeper.store.v1.SnapshotRecord.divergence:type_name -> bagkeeper.store.v1.DivergenceRecord
+	54, // 53: bagkeeper.store.v1.SnapshotRecord.action:type_name -> bagkeeper.store.v1.ActionRecord
+	37, // 54: bagkeeper.store.v1.SessionRecord.results:type_name -> bagkeeper.store.v1.SessionResult
+	32, // 55: bagkeeper.store.v1.SessionResult.result:type_name -> bagkeeper.store.v1.Result
+	29, // 56: bagkeeper.store.v1.UnitExtraRecord.ports:type_name -> bagkeeper.store.v1.Port
+	60, // 57: bagkeeper.store.v1.SnapshotHeader.leader_settings:type_name -> bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
+	43, // 58: bagkeeper.store.v1.SnapshotHeader.lease:type_name -> bagkeeper.store.v1.Lease
+	61, // 59: bagkeeper.store.v1.BagRecord.data:type_name -> bagkeeper.store.v1.BagRecord.DataEntry
+	1,  // 60: bagkeeper.store.v1.UnitRecord.state:type_name -> bagkeeper.store.v1.UnitState
+	62, // 61: bagkeeper.store.v1.CharmStateRecord.data:type_name -> bagkeeper.store.v1.CharmStateRecord.DataEntry
+	52, // 62: bagkeeper.store.v1.LogAction.lines:type_name -> bagkeeper.store.v1.ActionLogLine
+	52, // 63: bagkeeper.store.v1.FinishAction.lines:type_name -> bagkeeper.store.v1.ActionLogLine
+	52, // 64: bagkeeper.store.v1.ActionRecord.log:type_name -> bagkeeper.store.v1.ActionLogLine
+	65, // [65:65] is the sub-list for method output_type
+	65, // [65:65] is the sub-list for method input_type
+	65, // [65:65] is the sub-list for extension type_name
+	65, // [65:65] is the sub-list for extension extendee
+	0,  // [0:65] is the sub-list for field type_name
 }
 
 func init() { file_raftstore_storepb_store_proto_init() }
@@ -4456,6 +5061,10 @@ func file_raftstore_storepb_store_proto_init() {
 		(*Op_ForgetDivergence)(nil),
 		(*Op_StartGeneration)(nil),
 		(*Op_SetRemoteView)(nil),
+		(*Op_EnqueueAction)(nil),
+		(*Op_StartAction)(nil),
+		(*Op_LogAction)(nil),
+		(*Op_FinishAction)(nil),
 	}
 	file_raftstore_storepb_store_proto_msgTypes[32].OneofWrappers = []any{
 		(*SnapshotRecord_Header)(nil),
@@ -4470,6 +5079,7 @@ func file_raftstore_storepb_store_proto_init() {
 		(*SnapshotRecord_Session)(nil),
 		(*SnapshotRecord_Claimant)(nil),
 		(*SnapshotRecord_Divergence)(nil),
+		(*SnapshotRecord_Action)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -4477,7 +5087,7 @@ func file_raftstore_storepb_store_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftstore_storepb_store_proto_rawDesc), len(file_raftstore_storepb_store_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   55,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
