@@ -45,6 +45,9 @@ type hookContext struct {
 	stateDel     map[string]bool
 	portsOpen    []state.Port
 	portsClose   []state.Port
+
+	// action is the action this context runs, nil for a hook (actions.go).
+	action *actionRun
 }
 
 var (
