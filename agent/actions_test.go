@@ -1,9 +1,11 @@
 package agent
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -245,5 +247,29 @@ func TestActionParamsAreValidatedWithDefaults(t *testing.T) {
 		if _, err := ParseActions([]byte(doc)); err == nil || !strings.HasPrefix(err.Error(), want) {
 			t.Errorf("%q: %v, want %q", doc, err, want)
 		}
+	}
+}
+
+// The hook runner of another container runs actions as it runs hooks, and
+// sends back their output.
+func TestRemoteHookRunnerRunsActions(t *testing.T) {
+	s := newMemStore(t)
+	twoUnits(s)
+	dir := actionCharm(t, actionScript)
+	a := startAgent(t, s, dir, func(c *Config) { c.Runner = NewRemoteRunner() })
+	other := t.TempDir()
+	if err := os.Symlink(dir, filepath.Join(other, "charm")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- RunHookRunner(ctx, HookRunnerConfig{Socket: a.socket, CharmDir: filepath.Join(other, "charm"), ToolsDir: filepath.Join(other, "tools"), ToolBinary: hookTool, Name: "charm", Logger: slog.New(slog.DiscardHandler)})
+	}()
+	defer func() { cancel(); <-done }()
+	id := enqueue(t, s, a, "app/0", "backup", map[string]any{"count": 7, "target": "tape"})
+	r := results(t, waitAction(t, s, id, state.ActionCompleted))
+	if r["count"] != "7" || r["result"].(map[string]any)["target"] != "tape" || r["stdout"] != "to-stdout\n" || r["stderr"] != "to-stderr\n" || r["return-code"] != float64(0) {
+		t.Fatalf("results %v", r)
 	}
 }
