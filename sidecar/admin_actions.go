@@ -63,9 +63,16 @@ func (a *adminServer) EnqueueAction(ctx context.Context, req *adminpb.EnqueueAct
 }
 
 func (a *adminServer) GetAction(ctx context.Context, req *adminpb.GetActionRequest) (*adminpb.Action, error) {
-	st, err := a.n.Read(ctx)
-	if err != nil {
-		return nil, commandStatus(err)
+	// A waiting caller (actions run, which queued the action through this
+	// member, so that the member holds it) is answered from the member's
+	// own state as it changes: the end it waits for is there as soon as
+	// the member has applied it. Otherwise the read is linearizable.
+	st := a.n.State()
+	if _, ok := st.Action(req.GetId()); !ok || !req.GetWait() {
+		var err error
+		if st, err = a.n.Read(ctx); err != nil {
+			return nil, commandStatus(err)
+		}
 	}
 	changes, _ := a.n.(interface{ Changed() <-chan struct{} })
 	for {
