@@ -264,6 +264,8 @@ func (a *Agent) runAction(ctx context.Context, st *state.State, act *state.Actio
 	lines := run.unlogged
 	run.mu.Unlock()
 	switch {
+	case res.Err != nil && ctx.Err() != nil:
+		status, message = state.ActionFailed, "the unit's agent stopped while the action was running (its pod is stopping): "+res.Err.Error()
 	case res.Err != nil:
 		status, message = state.ActionFailed, res.Err.Error()
 	case res.ExitCode != 0:
