@@ -313,6 +313,11 @@ func (a *Agent) runAction(ctx context.Context, st *state.State, act *state.Actio
 	if err != nil {
 		return fmt.Errorf("the action's end was not committed: %w", err)
 	}
+	// Someone may wait for the end through another member: let the
+	// followers learn of it now.
+	if n, ok := a.node.(interface{ NudgeFollowers() }); ok {
+		n.NudgeFollowers()
+	}
 	log.Info("action committed", "status", status, "writes", len(ops),
 		"run_ms", float64(ran.Sub(start).Microseconds())/1000, "commit_ms", float64(a.now().Sub(ran).Microseconds())/1000)
 	return nil

@@ -21,9 +21,9 @@ import (
 // and the command prints the results and exits. Three times: through the
 // pod that holds the unit (as an operator would run it in that pod), on
 // the raft leader and on a follower; and through a follower for the
-// leader's unit, where the follower learns of the action's end from the
-// leader's next message (up to the raft commit timeout while nothing else
-// is written).
+// leader's unit, where the follower must learn of the end the leader's
+// agent committed (the agent nudges the followers after an action's end,
+// which saves them waiting up to the raft commit timeout for it).
 
 var actionRuns = flag.Int("actions-runs", 50, "actions: `bagkeeper actions run` calls timed through each of the two pods")
 
