@@ -113,8 +113,9 @@ func (c *hookContext) UpdateActionResults(keys []string, value string) error {
 	if err != nil {
 		return err
 	}
-	// Room is kept for the output and return code the agent adds.
-	if limit := state.MaxActionResults - 2*MaxActionOutput - 1024; len(b) > limit {
+	// Room is kept for the output (base64 at worst) and return code the
+	// agent adds.
+	if limit := state.MaxActionResults - 2*base64.StdEncoding.EncodedLen(MaxActionOutput) - 1024; len(b) > limit {
 		return fmt.Errorf("action results would be %d bytes, over the %d byte limit", len(b), limit)
 	}
 	r.results = next
@@ -292,7 +293,8 @@ func (a *Agent) runAction(ctx context.Context, st *state.State, act *state.Actio
 			break
 		}
 		var refused *state.CommandError
-		if len(ops) > 0 && errors.As(err, &refused) {
+		switch {
+		case errors.As(err, &refused) && len(ops) > 0:
 			// Its writes were refused (a deposed leader's application
 			// data, say): the action fails, and says why.
 			why := err.Error()
@@ -303,6 +305,15 @@ func (a *Agent) runAction(ctx context.Context, st *state.State, act *state.Actio
 			ops = nil
 			finish = state.FinishActionOp(act.ID, state.ActionFailed, "the action's changes were not committed: "+why, resultsJSON, lines)
 			continue
+		case errors.As(err, &refused) && resultsJSON != nil:
+			// Its results were refused (output that grew past the limit
+			// once encoded, say): the action fails without them.
+			log.Warn("the action's results were refused", "err", err)
+			resultsJSON, lines = nil, nil
+			finish = state.FinishActionOp(act.ID, state.ActionFailed, "the action's results were not committed: "+err.Error(), nil, nil)
+			continue
+		case errors.As(err, &refused):
+			return fmt.Errorf("the action's end was refused: %w", err)
 		}
 		log.Warn("committing the action's end; retrying", "err", err, "attempt", attempt)
 		select {

@@ -273,3 +273,21 @@ func TestRemoteHookRunnerRunsActions(t *testing.T) {
 		t.Fatalf("results %v", r)
 	}
 }
+
+// Results that, with the output, are over the limit once encoded: the
+// action fails without them, and says why, instead of retrying forever.
+func TestActionResultsOverTheLimitFailTheAction(t *testing.T) {
+	s := newMemStore(t)
+	twoUnits(s)
+	a := startAgent(t, s, actionCharm(t, `
+if [ "${JUJU_DISPATCH_PATH:-}" = actions/broken ]; then
+	action-set "big=$(head -c 100000 /dev/zero | tr '\0' x)"
+	head -c 16384 /dev/zero | tr '\0' '\1'
+	head -c 16384 /dev/zero | tr '\0' '\1' >&2
+fi`))
+	id := enqueue(t, s, a, "app/0", "broken", nil)
+	act := waitAction(t, s, id, state.ActionFailed)
+	if !strings.HasPrefix(act.Message, "the action's results were not committed: action results of ") || len(act.ResultsJSON) != 0 {
+		t.Fatalf("message %q, results %d bytes", act.Message, len(act.ResultsJSON))
+	}
+}
