@@ -13,6 +13,7 @@ require (
 	github.com/hashicorp/raft-boltdb/v2 v2.3.1
 	github.com/miekg/dns v1.1.73
 	github.com/prometheus/client_golang v1.25.0
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	go.etcd.io/bbolt v1.3.11
 	go.etcd.io/etcd/api/v3 v3.6.16
 	go.uber.org/goleak v1.3.0

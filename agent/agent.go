@@ -338,6 +338,12 @@ func (a *Agent) runUnit(ctx context.Context, unit string) error {
 			}
 		}
 		a.checkSecretsKey(st) // secrets.go
+		// ---- actions (actions.go): the unit's queued actions run between
+		// hooks, once the charm is installed.
+		if cur.Installed && a.runNextAction(ctx, st, unit) {
+			continue
+		}
+		// ---- end of actions ----
 		v := View{State: st, Unit: unit, Pod: a.cfg.Pod, ConfigHash: a.configHash(), Now: a.now(), UpdateStatusEvery: a.cfg.UpdateStatusEvery}
 		h, ok := Next(v, cur)
 		if failed != nil && bytes.Equal(failedAt, st.Cursor(unit)) {

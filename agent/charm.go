@@ -34,6 +34,8 @@ type Charm struct {
 	Endpoints map[string]bool
 	// Options are the options of config.yaml.
 	Options map[string]Option
+	// Actions are the actions of actions.yaml (charm_actions.go).
+	Actions map[string]*ActionSpec
 }
 
 // Option is one charm config option.
@@ -94,6 +96,9 @@ func LoadCharm(dir string) (*Charm, error) {
 			sec.out[ep] = iface
 			c.Endpoints[ep] = true
 		}
+	}
+	if err := c.loadActions(); err != nil { // charm_actions.go
+		return nil, err
 	}
 	b, err = os.ReadFile(filepath.Join(dir, "config.yaml"))
 	switch {

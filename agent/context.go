@@ -47,6 +47,9 @@ type hookContext struct {
 	portsOpen    []state.Port
 	portsClose   []state.Port
 	secrets      secretBuffer // secrets.go
+
+	// action is the action this context runs, nil for a hook (actions.go).
+	action *actionRun
 }
 
 var (

@@ -36,6 +36,10 @@ type HookRun struct {
 type HookResult struct {
 	ExitCode int
 	Err      error
+	// Stdout and Stderr are what an action (a run whose Env has
+	// JUJU_ACTION_NAME) wrote, up to MaxActionOutput bytes each; a hook's
+	// output is only logged.
+	Stdout, Stderr []byte
 }
 
 // Runner runs hooks. Run blocks until the hook has ended.
@@ -140,17 +144,28 @@ func (r LocalRunner) Run(ctx context.Context, h HookRun) HookResult {
 	cmd.Dir = h.Dir
 	cmd.Env = envList(h.Env, r.ToolsDir)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return HookResult{Err: err}
+	var out io.ReadCloser
+	// An action's output is kept for its results too (actions.go).
+	capture, closeCapture := captureActionOutput(cmd, h)
+	if capture == nil {
+		if out, err = cmd.StdoutPipe(); err != nil {
+			return HookResult{Err: err}
+		}
+		cmd.Stderr = cmd.Stdout
+	} else {
+		out = capture.reader
 	}
-	cmd.Stderr = cmd.Stdout
 	if err := cmd.Start(); err != nil {
+		closeCapture()
 		return HookResult{Err: fmt.Errorf("starting %s: %w", path, err)}
 	}
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); logLines(out, logger, h.Hook) }()
+	go func() {
+		defer wg.Done()
+		logLines(out, logger, h.Hook)
+		_, _ = io.Copy(io.Discard, out) // past a line too long to log
+	}()
 	done := make(chan struct{})
 	go func() {
 		killAfter := r.KillAfter
@@ -168,26 +183,40 @@ func (r LocalRunner) Run(ctx context.Context, h HookRun) HookResult {
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		}
 	}()
-	wg.Wait()
-	err = cmd.Wait()
+	if capture != nil {
+		err = cmd.Wait()
+		closeCapture()
+		wg.Wait()
+	} else {
+		wg.Wait()
+		err = cmd.Wait()
+	}
 	close(done)
+	res := capture.result()
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
-		return HookResult{}
+		return res
 	case errors.As(err, &ee):
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return HookResult{Err: fmt.Errorf("killed by signal %s", ws.Signal())}
+			res.Err = fmt.Errorf("killed by signal %s", ws.Signal())
+			return res
 		}
-		return HookResult{ExitCode: ee.ExitCode()}
+		res.ExitCode = ee.ExitCode()
+		return res
 	}
-	return HookResult{Err: err}
+	res.Err = err
+	return res
 }
 
 // hookPath finds what runs a hook: dispatch if executable, else
 // hooks/<name> if present; "" if neither.
 func hookPath(dir, hook string) (string, error) {
-	for _, p := range []string{filepath.Join(dir, "dispatch"), filepath.Join(dir, "hooks", hook)} {
+	own := filepath.Join(dir, "hooks", hook)
+	if name, ok := strings.CutPrefix(hook, "actions/"); ok { // an action: actions/<name>
+		own = filepath.Join(dir, "actions", name)
+	}
+	for _, p := range []string{filepath.Join(dir, "dispatch"), own} {
 		fi, err := os.Stat(p)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
@@ -198,7 +227,7 @@ func hookPath(dir, hook string) (string, error) {
 		if fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
 			return p, nil
 		}
-		if p == filepath.Join(dir, "hooks", hook) {
+		if p == own {
 			return "", fmt.Errorf("%s is not an executable file", p)
 		}
 	}
@@ -297,7 +326,7 @@ func (r *RemoteRunner) done(res *toolpb.HookResult) error {
 	if !ok {
 		return fmt.Errorf("no hook %q is running", res.GetContextId())
 	}
-	out := HookResult{ExitCode: int(res.GetExitCode())}
+	out := HookResult{ExitCode: int(res.GetExitCode()), Stdout: res.GetOutput(), Stderr: res.GetStderr()}
 	if res.GetError() != "" {
 		out.Err = errors.New(res.GetError())
 	}

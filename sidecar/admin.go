@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/bagkeeper/bagkeeper/agent"
 	"github.com/bagkeeper/bagkeeper/raftstore"
 	"github.com/bagkeeper/bagkeeper/raftstore/state"
 	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
@@ -79,6 +80,8 @@ type adminServer struct {
 	links    func() []link.RelationStatus
 	linksErr func() string
 	log      *slog.Logger
+	// actions are the charm's (admin_actions.go).
+	actions map[string]*agent.ActionSpec
 }
 
 func streamStatus(ls link.RelationStatus) *adminpb.RelationStream {
@@ -87,6 +90,7 @@ func streamStatus(ls link.RelationStatus) *adminpb.RelationStream {
 
 func (s *Sidecar) newAdminServer() *adminServer {
 	a := &adminServer{n: s.node, unit: s.Unit, ready: s.Ready, log: s.log}
+	a.actions = s.charmActions() // admin_actions.go
 	if rs := s.relations; rs != nil {
 		a.links, a.linksErr = rs.mgr.Status, func() string { return rs.loadErr.Load().(string) }
 	}

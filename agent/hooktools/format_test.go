@@ -103,6 +103,7 @@ func TestEveryToolHelp(t *testing.T) {
 func TestNames(t *testing.T) {
 	names := Names()
 	want := []string{
+		"action-fail", "action-get", "action-log", "action-set",
 		"application-version-set", "close-port", "config-get", "goal-state", "is-leader", "juju-log",
 		"leader-get", "leader-set", "network-get", "open-port", "opened-ports", "relation-get",
 		"relation-ids", "relation-list", "relation-model-get", "relation-set",

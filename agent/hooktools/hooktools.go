@@ -94,6 +94,10 @@ type tool struct {
 // the package holds no mutable state.
 func tools() []tool {
 	return []tool{
+		{"action-fail", newActionFail}, // action_*.go
+		{"action-get", newActionGet},
+		{"action-log", newActionLog},
+		{"action-set", newActionSet},
 		{"application-version-set", newApplicationVersionSet},
 		{"close-port", newClosePort},
 		{"config-get", newConfigGet},

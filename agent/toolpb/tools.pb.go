@@ -368,8 +368,13 @@ type HookResult struct {
 	ContextId string                 `protobuf:"bytes,1,opt,name=context_id,json=contextId,proto3" json:"context_id,omitempty"`
 	ExitCode  int32                  `protobuf:"varint,2,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
 	// Killed by a signal, or could not be started.
-	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
-	Output        []byte `protobuf:"bytes,4,opt,name=output,proto3" json:"output,omitempty"`
+	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// What an action wrote on its standard output (a hook's output is only
+	// logged).
+	Output []byte `protobuf:"bytes,4,opt,name=output,proto3" json:"output,omitempty"`
+	// ---- actions (numbers 120-139) ----
+	// What an action wrote on its standard error.
+	Stderr        []byte `protobuf:"bytes,120,opt,name=stderr,proto3" json:"stderr,omitempty"` // ---- end of actions ----
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -428,6 +433,13 @@ func (x *HookResult) GetError() string {
 func (x *HookResult) GetOutput() []byte {
 	if x != nil {
 		return x.Output
+	}
+	return nil
+}
+
+func (x *HookResult) GetStderr() []byte {
+	if x != nil {
+		return x.Stderr
 	}
 	return nil
 }
@@ -507,14 +519,15 @@ const file_agent_toolpb_tools_proto_rawDesc = "" +
 	"\x03env\x18\x03 \x03(\v2+.bagkeeper.tools.v1.HookAssignment.EnvEntryR\x03env\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"v\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8e\x01\n" +
 	"\n" +
 	"HookResult\x12\x1d\n" +
 	"\n" +
 	"context_id\x18\x01 \x01(\tR\tcontextId\x12\x1b\n" +
 	"\texit_code\x18\x02 \x01(\x05R\bexitCode\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12\x16\n" +
-	"\x06output\x18\x04 \x01(\fR\x06output\"\t\n" +
+	"\x06output\x18\x04 \x01(\fR\x06output\x12\x16\n" +
+	"\x06stderr\x18x \x01(\fR\x06stderr\"\t\n" +
 	"\aDoneAck2S\n" +
 	"\tHookTools\x12F\n" +
 	"\x03Run\x12\x1e.bagkeeper.tools.v1.RunRequest\x1a\x1f.bagkeeper.tools.v1.RunResponse2\xa1\x01\n" +

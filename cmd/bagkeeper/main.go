@@ -6,6 +6,7 @@
 //	bagkeeper bags set       write keys of a bag (operators' repair tool)
 //	bagkeeper relation ensure  create a relation unless it exists
 //	bagkeeper unit remove    remove a unit at once
+//	bagkeeper actions run    run a charm action on a unit (show, list: see results)
 //	bagkeeper recover        force a new configuration after losing a majority
 //	bagkeeper hook-runner    run hooks in another container of the pod
 //	bagkeeper install-tools  link the hook tools into a directory
@@ -44,6 +45,7 @@ func commands() []command {
 		{"bags", "read relation data bags (bags set: write keys of one bag)", cmdBags},
 		{"relation", "relation ensure: create a relation unless it exists", cmdRelation},
 		{"unit", "unit remove: remove a unit at once", cmdUnit},
+		{"actions", "actions run|show|list: run the charm's actions and see their results", cmdActions},
 		{"member", "member remove: remove a raft member that is gone for good", cmdMember},
 		{"recover", "force the raft configuration after a majority of voters is lost", cmdRecover},
 		{"hook-runner", "run the charm's hooks in this container for the pod's unit agent", cmdHookRunner},

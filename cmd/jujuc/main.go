@@ -61,6 +61,7 @@ const selfName = "jujuc"
 
 // tools lists the hook tools the agent serves, for the usage text.
 var tools = []string{
+	"action-fail", "action-get", "action-log", "action-set",
 	"application-version-set", "close-port", "config-get", "goal-state",
 	"is-leader", "juju-log", "leader-get", "leader-set", "network-get",
 	"open-port", "opened-ports", "relation-get", "relation-ids",

@@ -51,6 +51,7 @@ type txn struct {
 	claimants *iradix.Txn[*Claimant]
 	divergent *iradix.Txn[*Divergence]
 	secrets   *iradix.Txn[*Secret] // secrets.go
+	actions   *iradix.Txn[*Action] // actions.go
 }
 
 func newTxn(base *State, index uint64, now time.Time) *txn {
@@ -219,6 +220,9 @@ func (t *txn) commit() *State {
 	if t.secrets != nil {
 		s.secrets = t.secrets.CommitOnly()
 	}
+	if t.actions != nil { // actions.go
+		s.actions = t.actions.CommitOnly()
+	}
 	return &s
 }
 
@@ -281,6 +285,16 @@ func (t *txn) applyOp(op *storepb.Op) (*storepb.OpResult, *CommandError) {
 			m.generation, m.generationPlan, m.generationStarted = g.GetGeneration(), g.GetPlan(), t.now
 		}
 		return &storepb.OpResult{}, nil
+	// ---- actions (actions.go) ----
+	case *storepb.Op_EnqueueAction:
+		return t.enqueueAction(o.EnqueueAction)
+	case *storepb.Op_StartAction:
+		return t.startAction(o.StartAction)
+	case *storepb.Op_LogAction:
+		return t.logAction(o.LogAction)
+	case *storepb.Op_FinishAction:
+		return t.finishAction(o.FinishAction)
+	// ---- end of actions ----
 	case *storepb.Op_ForgetDivergence:
 		t.divergentTxn().Delete([]byte(o.ForgetDivergence.GetMemberId()))
 		return &storepb.OpResult{}, nil
@@ -731,6 +745,7 @@ func (t *txn) removeUnit(o *storepb.RemoveUnit) (*storepb.OpResult, *CommandErro
 	t.statusTxn().Delete([]byte(u.Name))
 	t.extraTxn().Delete([]byte(u.Name))
 	t.forgetUnitSecrets(u.Name) // secrets.go
+	t.failUnitActions(u.Name) // actions.go
 	if t.readMeta().lease.Unit == u.Name {
 		t.m().lease = Lease{Epoch: t.readMeta().lease.Epoch}
 	}

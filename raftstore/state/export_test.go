@@ -59,6 +59,15 @@ func dump(s *State) string {
 		fmt.Fprintf(&b, "secret %s %+v\n", k, *v)
 		return true
 	})
+	walk(s.actions, func(_ []byte, a *Action) bool { // actions.go
+		fmt.Fprintf(&b, "action %d %s %s %s params=%s msg=%q results=%s enq=%d start=%d done=%d by=%s/%s log=%d",
+			a.ID, a.Unit, a.Name, a.Status, a.ParamsJSON, a.Message, a.ResultsJSON, a.Enqueued.UnixNano(), a.Started.UnixNano(), a.Completed.UnixNano(), a.Member, a.Pod, len(a.Log))
+		for _, l := range a.Log {
+			fmt.Fprintf(&b, " %d:%q", l.Time.UnixNano(), l.Message)
+		}
+		b.WriteString("\n")
+		return true
+	})
 	return b.String()
 }
 

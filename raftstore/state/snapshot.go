@@ -150,6 +150,9 @@ func WriteSnapshot(w io.Writer, s *State) error {
 	if err != nil {
 		return err
 	}
+	if err := writeActions(s, put); err != nil { // actions.go
+		return err
+	}
 	if err := put(&storepb.SnapshotRecord{Record: &storepb.SnapshotRecord_End{End: &storepb.SnapshotEnd{Records: n + 1, Crc32C: hw.sum}}}); err != nil {
 		return err
 	}
@@ -166,6 +169,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 	divergent := s.divergent.Txn()
 	statuses, extras := s.statuses.Txn(), s.extras.Txn()
 	secrets := s.secrets.Txn()
+	actions := s.actions.Txn() // actions.go
 	var n uint64
 	sawHeader := false
 	for {
@@ -246,6 +250,9 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			extras.Insert([]byte(e.GetUnit()), ue)
 		case *storepb.SnapshotRecord_Secret:
 			secrets.Insert([]byte(x.Secret.GetId()), secretFromPB(x.Secret))
+		case *storepb.SnapshotRecord_Action: // actions.go
+			a := actionFromPB(x.Action)
+			actions.Insert(numKey(a.ID), a)
 		case *storepb.SnapshotRecord_End:
 			if x.End.GetRecords() != n {
 				return nil, fmt.Errorf("snapshot end record counts %d records, read %d", x.End.GetRecords(), n)
@@ -258,6 +265,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			s.statuses, s.extras = statuses.CommitOnly(), extras.CommitOnly()
 			s.divergent = divergent.CommitOnly()
 			s.secrets = secrets.CommitOnly()
+			s.actions = actions.CommitOnly() // actions.go
 			return s, nil
 		default:
 			return nil, fmt.Errorf("snapshot record %d is of a kind this bagkeeper does not know (written by a newer version?)", n)

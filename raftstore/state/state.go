@@ -29,6 +29,8 @@ type State struct {
 	statuses  *iradix.Tree[*Status]     // key: owner (unit or application name)
 	extras    *iradix.Tree[*UnitExtra]  // key: unit name
 	secrets   *iradix.Tree[*Secret]     // key: secret id (secrets.go)
+	// actions (actions.go)
+	actions *iradix.Tree[*Action] // key: numKey(id)
 }
 
 // meta holds the scalar parts of the state. Replaced, never mutated.
@@ -214,6 +216,7 @@ func newState() *State {
 		statuses:  iradix.New[*Status](),
 		extras:    iradix.New[*UnitExtra](),
 		secrets:   iradix.New[*Secret](),
+		actions:   iradix.New[*Action](), // actions.go
 	}
 }
 

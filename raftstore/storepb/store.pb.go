@@ -404,6 +404,10 @@ type Op struct {
 	//	*Op_RevokeSecret
 	//	*Op_TrackSecret
 	//	*Op_SecretRotated
+	//	*Op_EnqueueAction
+	//	*Op_StartAction
+	//	*Op_LogAction
+	//	*Op_FinishAction
 	Op            isOp_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -725,6 +729,42 @@ func (x *Op) GetSecretRotated() *SecretRotated {
 	return nil
 }
 
+func (x *Op) GetEnqueueAction() *EnqueueAction {
+	if x != nil {
+		if x, ok := x.Op.(*Op_EnqueueAction); ok {
+			return x.EnqueueAction
+		}
+	}
+	return nil
+}
+
+func (x *Op) GetStartAction() *StartAction {
+	if x != nil {
+		if x, ok := x.Op.(*Op_StartAction); ok {
+			return x.StartAction
+		}
+	}
+	return nil
+}
+
+func (x *Op) GetLogAction() *LogAction {
+	if x != nil {
+		if x, ok := x.Op.(*Op_LogAction); ok {
+			return x.LogAction
+		}
+	}
+	return nil
+}
+
+func (x *Op) GetFinishAction() *FinishAction {
+	if x != nil {
+		if x, ok := x.Op.(*Op_FinishAction); ok {
+			return x.FinishAction
+		}
+	}
+	return nil
+}
+
 type isOp_Op interface {
 	isOp_Op()
 }
@@ -854,6 +894,23 @@ type Op_SecretRotated struct {
 	SecretRotated *SecretRotated `protobuf:"bytes,106,opt,name=secret_rotated,json=secretRotated,proto3,oneof"`
 }
 
+type Op_EnqueueAction struct {
+	// ---- actions (numbers 120-139) ----
+	EnqueueAction *EnqueueAction `protobuf:"bytes,120,opt,name=enqueue_action,json=enqueueAction,proto3,oneof"`
+}
+
+type Op_StartAction struct {
+	StartAction *StartAction `protobuf:"bytes,121,opt,name=start_action,json=startAction,proto3,oneof"`
+}
+
+type Op_LogAction struct {
+	LogAction *LogAction `protobuf:"bytes,122,opt,name=log_action,json=logAction,proto3,oneof"`
+}
+
+type Op_FinishAction struct {
+	FinishAction *FinishAction `protobuf:"bytes,123,opt,name=finish_action,json=finishAction,proto3,oneof"` // ---- end of actions ----
+}
+
 func (*Op_InitCluster) isOp_Op() {}
 
 func (*Op_EnsureRelation) isOp_Op() {}
@@ -915,6 +972,14 @@ func (*Op_RevokeSecret) isOp_Op() {}
 func (*Op_TrackSecret) isOp_Op() {}
 
 func (*Op_SecretRotated) isOp_Op() {}
+
+func (*Op_EnqueueAction) isOp_Op() {}
+
+func (*Op_StartAction) isOp_Op() {}
+
+func (*Op_LogAction) isOp_Op() {}
+
+func (*Op_FinishAction) isOp_Op() {}
 
 // SealedContent is one revision's encrypted content.
 type SealedContent struct {
@@ -3551,7 +3616,10 @@ type OpResult struct {
 	Waiting bool `protobuf:"varint,3,opt,name=waiting,proto3" json:"waiting,omitempty"`
 	// SetRemoteView: the view was no newer than the one last applied from
 	// the same source, and changed nothing.
-	Stale         bool `protobuf:"varint,4,opt,name=stale,proto3" json:"stale,omitempty"`
+	Stale bool `protobuf:"varint,4,opt,name=stale,proto3" json:"stale,omitempty"`
+	// ---- actions (numbers 120-139) ----
+	// EnqueueAction: the id given to the new action.
+	ActionId      int64 `protobuf:"varint,120,opt,name=action_id,json=actionId,proto3" json:"action_id,omitempty"` // ---- end of actions ----
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3614,6 +3682,13 @@ func (x *OpResult) GetStale() bool {
 	return false
 }
 
+func (x *OpResult) GetActionId() int64 {
+	if x != nil {
+		return x.ActionId
+	}
+	return 0
+}
+
 // Snapshot records. A snapshot is a stream of length-delimited
 // SnapshotRecord messages; the first is a header.
 type SnapshotRecord struct {
@@ -3633,6 +3708,7 @@ type SnapshotRecord struct {
 	//	*SnapshotRecord_Claimant
 	//	*SnapshotRecord_Divergence
 	//	*SnapshotRecord_Secret
+	//	*SnapshotRecord_Action
 	Record        isSnapshotRecord_Record `protobuf_oneof:"record"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -3792,6 +3868,15 @@ func (x *SnapshotRecord) GetSecret() *SecretRecord {
 	return nil
 }
 
+func (x *SnapshotRecord) GetAction() *ActionRecord {
+	if x != nil {
+		if x, ok := x.Record.(*SnapshotRecord_Action); ok {
+			return x.Action
+		}
+	}
+	return nil
+}
+
 type isSnapshotRecord_Record interface {
 	isSnapshotRecord_Record()
 }
@@ -3848,6 +3933,11 @@ type SnapshotRecord_Secret struct {
 	Secret *SecretRecord `protobuf:"bytes,100,opt,name=secret,proto3,oneof"`
 }
 
+type SnapshotRecord_Action struct {
+	// ---- actions (numbers 120-139) ----
+	Action *ActionRecord `protobuf:"bytes,120,opt,name=action,proto3,oneof"` // ---- end of actions ----
+}
+
 func (*SnapshotRecord_Header) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Relation) isSnapshotRecord_Record() {}
@@ -3873,6 +3963,8 @@ func (*SnapshotRecord_Claimant) isSnapshotRecord_Record() {}
 func (*SnapshotRecord_Divergence) isSnapshotRecord_Record() {}
 
 func (*SnapshotRecord_Secret) isSnapshotRecord_Record() {}
+
+func (*SnapshotRecord_Action) isSnapshotRecord_Record() {}
 
 // DivergenceRecord is a member found with a state unlike the others'.
 type DivergenceRecord struct {
@@ -5004,6 +5096,461 @@ func (x *CursorRecord) GetCursor() []byte {
 	return nil
 }
 
+// EnqueueAction queues an action of the charm (actions.yaml) to run on a
+// unit; its parameters were validated against the action's schema by the
+// member that proposed it. The result carries the action's id (OpResult
+// action_id): a number, given in order, never reused.
+type EnqueueAction struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Unit  string                 `protobuf:"bytes,1,opt,name=unit,proto3" json:"unit,omitempty"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// JSON object of the parameters, defaults applied.
+	ParamsJson    []byte `protobuf:"bytes,3,opt,name=params_json,json=paramsJson,proto3" json:"params_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnqueueAction) Reset() {
+	*x = EnqueueAction{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnqueueAction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnqueueAction) ProtoMessage() {}
+
+func (x *EnqueueAction) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnqueueAction.ProtoReflect.Descriptor instead.
+func (*EnqueueAction) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *EnqueueAction) GetUnit() string {
+	if x != nil {
+		return x.Unit
+	}
+	return ""
+}
+
+func (x *EnqueueAction) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *EnqueueAction) GetParamsJson() []byte {
+	if x != nil {
+		return x.ParamsJson
+	}
+	return nil
+}
+
+// StartAction marks a pending action running, committed by the unit's
+// agent (fenced with its claim) before the action's process starts.
+type StartAction struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The unit's holder that runs it (raft member id and pod), for the
+	// record.
+	MemberId      string `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	Pod           string `protobuf:"bytes,3,opt,name=pod,proto3" json:"pod,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartAction) Reset() {
+	*x = StartAction{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartAction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartAction) ProtoMessage() {}
+
+func (x *StartAction) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartAction.ProtoReflect.Descriptor instead.
+func (*StartAction) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *StartAction) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *StartAction) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *StartAction) GetPod() string {
+	if x != nil {
+		return x.Pod
+	}
+	return ""
+}
+
+// LogAction appends progress messages (action-log) to a running action.
+type LogAction struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Lines         []*ActionLogLine       `protobuf:"bytes,2,rep,name=lines,proto3" json:"lines,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogAction) Reset() {
+	*x = LogAction{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogAction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogAction) ProtoMessage() {}
+
+func (x *LogAction) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogAction.ProtoReflect.Descriptor instead.
+func (*LogAction) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *LogAction) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *LogAction) GetLines() []*ActionLogLine {
+	if x != nil {
+		return x.Lines
+	}
+	return nil
+}
+
+type ActionLogLine struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TimeUnixNano  int64                  `protobuf:"varint,1,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActionLogLine) Reset() {
+	*x = ActionLogLine{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActionLogLine) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActionLogLine) ProtoMessage() {}
+
+func (x *ActionLogLine) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActionLogLine.ProtoReflect.Descriptor instead.
+func (*ActionLogLine) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *ActionLogLine) GetTimeUnixNano() int64 {
+	if x != nil {
+		return x.TimeUnixNano
+	}
+	return 0
+}
+
+func (x *ActionLogLine) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// FinishAction ends an action: status is "completed", "failed" or
+// "cancelled". A running action can only be finished; a pending one only
+// failed or cancelled (it never ran).
+type FinishAction struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Id      int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Status  string                 `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	Message string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// JSON object of the results (action-set), may be empty.
+	ResultsJson []byte `protobuf:"bytes,4,opt,name=results_json,json=resultsJson,proto3" json:"results_json,omitempty"`
+	// Log lines not committed yet.
+	Lines         []*ActionLogLine `protobuf:"bytes,5,rep,name=lines,proto3" json:"lines,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FinishAction) Reset() {
+	*x = FinishAction{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FinishAction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FinishAction) ProtoMessage() {}
+
+func (x *FinishAction) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FinishAction.ProtoReflect.Descriptor instead.
+func (*FinishAction) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *FinishAction) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *FinishAction) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *FinishAction) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *FinishAction) GetResultsJson() []byte {
+	if x != nil {
+		return x.ResultsJson
+	}
+	return nil
+}
+
+func (x *FinishAction) GetLines() []*ActionLogLine {
+	if x != nil {
+		return x.Lines
+	}
+	return nil
+}
+
+type ActionRecord struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Id                int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Unit              string                 `protobuf:"bytes,2,opt,name=unit,proto3" json:"unit,omitempty"`
+	Name              string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	ParamsJson        []byte                 `protobuf:"bytes,4,opt,name=params_json,json=paramsJson,proto3" json:"params_json,omitempty"`
+	Status            string                 `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
+	Message           string                 `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
+	ResultsJson       []byte                 `protobuf:"bytes,7,opt,name=results_json,json=resultsJson,proto3" json:"results_json,omitempty"`
+	Log               []*ActionLogLine       `protobuf:"bytes,8,rep,name=log,proto3" json:"log,omitempty"`
+	EnqueuedUnixNano  int64                  `protobuf:"varint,9,opt,name=enqueued_unix_nano,json=enqueuedUnixNano,proto3" json:"enqueued_unix_nano,omitempty"`
+	StartedUnixNano   int64                  `protobuf:"varint,10,opt,name=started_unix_nano,json=startedUnixNano,proto3" json:"started_unix_nano,omitempty"`
+	CompletedUnixNano int64                  `protobuf:"varint,11,opt,name=completed_unix_nano,json=completedUnixNano,proto3" json:"completed_unix_nano,omitempty"`
+	MemberId          string                 `protobuf:"bytes,12,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	Pod               string                 `protobuf:"bytes,13,opt,name=pod,proto3" json:"pod,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ActionRecord) Reset() {
+	*x = ActionRecord{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActionRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActionRecord) ProtoMessage() {}
+
+func (x *ActionRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActionRecord.ProtoReflect.Descriptor instead.
+func (*ActionRecord) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *ActionRecord) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ActionRecord) GetUnit() string {
+	if x != nil {
+		return x.Unit
+	}
+	return ""
+}
+
+func (x *ActionRecord) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ActionRecord) GetParamsJson() []byte {
+	if x != nil {
+		return x.ParamsJson
+	}
+	return nil
+}
+
+func (x *ActionRecord) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *ActionRecord) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ActionRecord) GetResultsJson() []byte {
+	if x != nil {
+		return x.ResultsJson
+	}
+	return nil
+}
+
+func (x *ActionRecord) GetLog() []*ActionLogLine {
+	if x != nil {
+		return x.Log
+	}
+	return nil
+}
+
+func (x *ActionRecord) GetEnqueuedUnixNano() int64 {
+	if x != nil {
+		return x.EnqueuedUnixNano
+	}
+	return 0
+}
+
+func (x *ActionRecord) GetStartedUnixNano() int64 {
+	if x != nil {
+		return x.StartedUnixNano
+	}
+	return 0
+}
+
+func (x *ActionRecord) GetCompletedUnixNano() int64 {
+	if x != nil {
+		return x.CompletedUnixNano
+	}
+	return 0
+}
+
+func (x *ActionRecord) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+func (x *ActionRecord) GetPod() string {
+	if x != nil {
+		return x.Pod
+	}
+	return ""
+}
+
 var File_raftstore_storepb_store_proto protoreflect.FileDescriptor
 
 const file_raftstore_storepb_store_proto_rawDesc = "" +
@@ -5023,7 +5570,7 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\x05Fence\x12\x12\n" +
 	"\x04unit\x18\x01 \x01(\tR\x04unit\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x14\n" +
-	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"\xfb\x11\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"\x96\x14\n" +
 	"\x02Op\x12D\n" +
 	"\finit_cluster\x18\x01 \x01(\v2\x1f.bagkeeper.store.v1.InitClusterH\x00R\vinitCluster\x12M\n" +
 	"\x0fensure_relation\x18\x02 \x01(\v2\".bagkeeper.store.v1.EnsureRelationH\x00R\x0eensureRelation\x12M\n" +
@@ -5064,7 +5611,12 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\fgrant_secret\x18g \x01(\v2\x1f.bagkeeper.store.v1.GrantSecretH\x00R\vgrantSecret\x12G\n" +
 	"\rrevoke_secret\x18h \x01(\v2 .bagkeeper.store.v1.RevokeSecretH\x00R\frevokeSecret\x12D\n" +
 	"\ftrack_secret\x18i \x01(\v2\x1f.bagkeeper.store.v1.TrackSecretH\x00R\vtrackSecret\x12J\n" +
-	"\x0esecret_rotated\x18j \x01(\v2!.bagkeeper.store.v1.SecretRotatedH\x00R\rsecretRotatedB\x04\n" +
+	"\x0esecret_rotated\x18j \x01(\v2!.bagkeeper.store.v1.SecretRotatedH\x00R\rsecretRotated\x12J\n" +
+	"\x0eenqueue_action\x18x \x01(\v2!.bagkeeper.store.v1.EnqueueActionH\x00R\renqueueAction\x12D\n" +
+	"\fstart_action\x18y \x01(\v2\x1f.bagkeeper.store.v1.StartActionH\x00R\vstartAction\x12>\n" +
+	"\n" +
+	"log_action\x18z \x01(\v2\x1d.bagkeeper.store.v1.LogActionH\x00R\tlogAction\x12G\n" +
+	"\rfinish_action\x18{ \x01(\v2 .bagkeeper.store.v1.FinishActionH\x00R\ffinishActionB\x04\n" +
 	"\x02op\"\\\n" +
 	"\rSealedContent\x12\x15\n" +
 	"\x06key_id\x18\x01 \x01(\fR\x05keyId\x12\x14\n" +
@@ -5278,13 +5830,14 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\rerror_message\x18\x02 \x01(\tR\ferrorMessage\x12\x1b\n" +
 	"\tfailed_op\x18\x03 \x01(\x05R\bfailedOp\x12.\n" +
 	"\x03ops\x18\x04 \x03(\v2\x1c.bagkeeper.store.v1.OpResultR\x03ops\x12\x14\n" +
-	"\x05index\x18\x05 \x01(\x04R\x05index\"o\n" +
+	"\x05index\x18\x05 \x01(\x04R\x05index\"\x8c\x01\n" +
 	"\bOpResult\x12\x12\n" +
 	"\x04unit\x18\x01 \x01(\tR\x04unit\x12\x1f\n" +
 	"\vrelation_id\x18\x02 \x01(\x03R\n" +
 	"relationId\x12\x18\n" +
 	"\awaiting\x18\x03 \x01(\bR\awaiting\x12\x14\n" +
-	"\x05stale\x18\x04 \x01(\bR\x05stale\"\xca\x06\n" +
+	"\x05stale\x18\x04 \x01(\bR\x05stale\x12\x1b\n" +
+	"\taction_id\x18x \x01(\x03R\bactionId\"\x86\a\n" +
 	"\x0eSnapshotRecord\x12<\n" +
 	"\x06header\x18\x01 \x01(\v2\".bagkeeper.store.v1.SnapshotHeaderH\x00R\x06header\x12@\n" +
 	"\brelation\x18\x02 \x01(\v2\".bagkeeper.store.v1.RelationRecordH\x00R\brelation\x121\n" +
@@ -5303,7 +5856,8 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\n" +
 	"divergence\x18\r \x01(\v2$.bagkeeper.store.v1.DivergenceRecordH\x00R\n" +
 	"divergence\x12:\n" +
-	"\x06secret\x18d \x01(\v2 .bagkeeper.store.v1.SecretRecordH\x00R\x06secretB\b\n" +
+	"\x06secret\x18d \x01(\v2 .bagkeeper.store.v1.SecretRecordH\x00R\x06secret\x12:\n" +
+	"\x06action\x18x \x01(\v2 .bagkeeper.store.v1.ActionRecordH\x00R\x06actionB\b\n" +
 	"\x06recordJ\x04\b\a\x10\b\"\x9d\x01\n" +
 	"\x10DivergenceRecord\x12\x1b\n" +
 	"\tmember_id\x18\x01 \x01(\tR\bmemberId\x12\x14\n" +
@@ -5415,7 +5969,44 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\":\n" +
 	"\fCursorRecord\x12\x12\n" +
 	"\x04unit\x18\x01 \x01(\tR\x04unit\x12\x16\n" +
-	"\x06cursor\x18\x02 \x01(\fR\x06cursor*\x8a\x01\n" +
+	"\x06cursor\x18\x02 \x01(\fR\x06cursor\"X\n" +
+	"\rEnqueueAction\x12\x12\n" +
+	"\x04unit\x18\x01 \x01(\tR\x04unit\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1f\n" +
+	"\vparams_json\x18\x03 \x01(\fR\n" +
+	"paramsJson\"L\n" +
+	"\vStartAction\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x1b\n" +
+	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x10\n" +
+	"\x03pod\x18\x03 \x01(\tR\x03pod\"T\n" +
+	"\tLogAction\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x127\n" +
+	"\x05lines\x18\x02 \x03(\v2!.bagkeeper.store.v1.ActionLogLineR\x05lines\"O\n" +
+	"\rActionLogLine\x12$\n" +
+	"\x0etime_unix_nano\x18\x01 \x01(\x03R\ftimeUnixNano\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xac\x01\n" +
+	"\fFinishAction\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12!\n" +
+	"\fresults_json\x18\x04 \x01(\fR\vresultsJson\x127\n" +
+	"\x05lines\x18\x05 \x03(\v2!.bagkeeper.store.v1.ActionLogLineR\x05lines\"\xaa\x03\n" +
+	"\fActionRecord\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
+	"\x04unit\x18\x02 \x01(\tR\x04unit\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x1f\n" +
+	"\vparams_json\x18\x04 \x01(\fR\n" +
+	"paramsJson\x12\x16\n" +
+	"\x06status\x18\x05 \x01(\tR\x06status\x12\x18\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\x12!\n" +
+	"\fresults_json\x18\a \x01(\fR\vresultsJson\x123\n" +
+	"\x03log\x18\b \x03(\v2!.bagkeeper.store.v1.ActionLogLineR\x03log\x12,\n" +
+	"\x12enqueued_unix_nano\x18\t \x01(\x03R\x10enqueuedUnixNano\x12*\n" +
+	"\x11started_unix_nano\x18\n" +
+	" \x01(\x03R\x0fstartedUnixNano\x12.\n" +
+	"\x13completed_unix_nano\x18\v \x01(\x03R\x11completedUnixNano\x12\x1b\n" +
+	"\tmember_id\x18\f \x01(\tR\bmemberId\x12\x10\n" +
+	"\x03pod\x18\r \x01(\tR\x03pod*\x8a\x01\n" +
 	"\tErrorCode\x12\x06\n" +
 	"\x02OK\x10\x00\x12\v\n" +
 	"\aINVALID\x10\x01\x12\r\n" +
@@ -5448,7 +6039,7 @@ func file_raftstore_storepb_store_proto_rawDescGZIP() []byte {
 }
 
 var file_raftstore_storepb_store_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_raftstore_storepb_store_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
+var file_raftstore_storepb_store_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
 var file_raftstore_storepb_store_proto_goTypes = []any{
 	(ErrorCode)(0),               // 0: bagkeeper.store.v1.ErrorCode
 	(UnitState)(0),               // 1: bagkeeper.store.v1.UnitState
@@ -5511,14 +6102,20 @@ var file_raftstore_storepb_store_proto_goTypes = []any{
 	(*UnitRecord)(nil),           // 58: bagkeeper.store.v1.UnitRecord
 	(*CharmStateRecord)(nil),     // 59: bagkeeper.store.v1.CharmStateRecord
 	(*CursorRecord)(nil),         // 60: bagkeeper.store.v1.CursorRecord
-	nil,                          // 61: bagkeeper.store.v1.SetRemoteView.AppEntry
-	nil,                          // 62: bagkeeper.store.v1.RemoteUnitView.DataEntry
-	nil,                          // 63: bagkeeper.store.v1.UpdateBag.SetEntry
-	nil,                          // 64: bagkeeper.store.v1.UpdateCharmState.SetEntry
-	nil,                          // 65: bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
-	nil,                          // 66: bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
-	nil,                          // 67: bagkeeper.store.v1.BagRecord.DataEntry
-	nil,                          // 68: bagkeeper.store.v1.CharmStateRecord.DataEntry
+	(*EnqueueAction)(nil),        // 61: bagkeeper.store.v1.EnqueueAction
+	(*StartAction)(nil),          // 62: bagkeeper.store.v1.StartAction
+	(*LogAction)(nil),            // 63: bagkeeper.store.v1.LogAction
+	(*ActionLogLine)(nil),        // 64: bagkeeper.store.v1.ActionLogLine
+	(*FinishAction)(nil),         // 65: bagkeeper.store.v1.FinishAction
+	(*ActionRecord)(nil),         // 66: bagkeeper.store.v1.ActionRecord
+	nil,                          // 67: bagkeeper.store.v1.SetRemoteView.AppEntry
+	nil,                          // 68: bagkeeper.store.v1.RemoteUnitView.DataEntry
+	nil,                          // 69: bagkeeper.store.v1.UpdateBag.SetEntry
+	nil,                          // 70: bagkeeper.store.v1.UpdateCharmState.SetEntry
+	nil,                          // 71: bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
+	nil,                          // 72: bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
+	nil,                          // 73: bagkeeper.store.v1.BagRecord.DataEntry
+	nil,                          // 74: bagkeeper.store.v1.CharmStateRecord.DataEntry
 }
 var file_raftstore_storepb_store_proto_depIdxs = []int32{
 	5,  // 0: bagkeeper.store.v1.Command.ops:type_name -> bagkeeper.store.v1.Op
@@ -5555,48 +6152,56 @@ var file_raftstore_storepb_store_proto_depIdxs = []int32{
 	11, // 31: bagkeeper.store.v1.Op.revoke_secret:type_name -> bagkeeper.store.v1.RevokeSecret
 	12, // 32: bagkeeper.store.v1.Op.track_secret:type_name -> bagkeeper.store.v1.TrackSecret
 	13, // 33: bagkeeper.store.v1.Op.secret_rotated:type_name -> bagkeeper.store.v1.SecretRotated
-	6,  // 34: bagkeeper.store.v1.CreateSecret.content:type_name -> bagkeeper.store.v1.SealedContent
-	6,  // 35: bagkeeper.store.v1.UpdateSecret.content:type_name -> bagkeeper.store.v1.SealedContent
-	15, // 36: bagkeeper.store.v1.SecretRecord.revisions:type_name -> bagkeeper.store.v1.SecretRevisionRecord
-	16, // 37: bagkeeper.store.v1.SecretRecord.grants:type_name -> bagkeeper.store.v1.SecretGrantRecord
-	17, // 38: bagkeeper.store.v1.SecretRecord.consumers:type_name -> bagkeeper.store.v1.SecretConsumerRecord
-	6,  // 39: bagkeeper.store.v1.SecretRevisionRecord.content:type_name -> bagkeeper.store.v1.SealedContent
-	61, // 40: bagkeeper.store.v1.SetRemoteView.app:type_name -> bagkeeper.store.v1.SetRemoteView.AppEntry
-	19, // 41: bagkeeper.store.v1.SetRemoteView.units:type_name -> bagkeeper.store.v1.RemoteUnitView
-	62, // 42: bagkeeper.store.v1.RemoteUnitView.data:type_name -> bagkeeper.store.v1.RemoteUnitView.DataEntry
-	63, // 43: bagkeeper.store.v1.UpdateBag.set:type_name -> bagkeeper.store.v1.UpdateBag.SetEntry
-	64, // 44: bagkeeper.store.v1.UpdateCharmState.set:type_name -> bagkeeper.store.v1.UpdateCharmState.SetEntry
-	65, // 45: bagkeeper.store.v1.UpdateLeaderSettings.set:type_name -> bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
-	41, // 46: bagkeeper.store.v1.UpdatePorts.open:type_name -> bagkeeper.store.v1.Port
-	41, // 47: bagkeeper.store.v1.UpdatePorts.close:type_name -> bagkeeper.store.v1.Port
-	0,  // 48: bagkeeper.store.v1.Result.error_code:type_name -> bagkeeper.store.v1.ErrorCode
-	45, // 49: bagkeeper.store.v1.Result.ops:type_name -> bagkeeper.store.v1.OpResult
-	53, // 50: bagkeeper.store.v1.SnapshotRecord.header:type_name -> bagkeeper.store.v1.SnapshotHeader
-	56, // 51: bagkeeper.store.v1.SnapshotRecord.relation:type_name -> bagkeeper.store.v1.RelationRecord
-	57, // 52: bagkeeper.store.v1.SnapshotRecord.bag:type_name -> bagkeeper.store.v1.BagRecord
-	58, // 53: bagkeeper.store.v1.SnapshotRecord.unit:type_name -> bagkeeper.store.v1.UnitRecord
-	59, // 54: bagkeeper.store.v1.SnapshotRecord.charm_state:type_name -> bagkeeper.store.v1.CharmStateRecord
-	60, // 55: bagkeeper.store.v1.SnapshotRecord.cursor:type_name -> bagkeeper.store.v1.CursorRecord
-	54, // 56: bagkeeper.store.v1.SnapshotRecord.end:type_name -> bagkeeper.store.v1.SnapshotEnd
-	51, // 57: bagkeeper.store.v1.SnapshotRecord.status:type_name -> bagkeeper.store.v1.StatusRecord
-	52, // 58: bagkeeper.store.v1.SnapshotRecord.unit_extra:type_name -> bagkeeper.store.v1.UnitExtraRecord
-	48, // 59: bagkeeper.store.v1.SnapshotRecord.session:type_name -> bagkeeper.store.v1.SessionRecord
-	50, // 60: bagkeeper.store.v1.SnapshotRecord.claimant:type_name -> bagkeeper.store.v1.ClaimantRecord
-	47, // 61: bagkeeper.store.v1.SnapshotRecord.divergence:type_name -> bagkeeper.store.v1.DivergenceRecord
-	14, // 62: bagkeeper.store.v1.SnapshotRecord.secret:type_name -> bagkeeper.store.v1.SecretRecord
-	49, // 63: bagkeeper.store.v1.SessionRecord.results:type_name -> bagkeeper.store.v1.SessionResult
-	44, // 64: bagkeeper.store.v1.SessionResult.result:type_name -> bagkeeper.store.v1.Result
-	41, // 65: bagkeeper.store.v1.UnitExtraRecord.ports:type_name -> bagkeeper.store.v1.Port
-	66, // 66: bagkeeper.store.v1.SnapshotHeader.leader_settings:type_name -> bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
-	55, // 67: bagkeeper.store.v1.SnapshotHeader.lease:type_name -> bagkeeper.store.v1.Lease
-	67, // 68: bagkeeper.store.v1.BagRecord.data:type_name -> bagkeeper.store.v1.BagRecord.DataEntry
-	1,  // 69: bagkeeper.store.v1.UnitRecord.state:type_name -> bagkeeper.store.v1.UnitState
-	68, // 70: bagkeeper.store.v1.CharmStateRecord.data:type_name -> bagkeeper.store.v1.CharmStateRecord.DataEntry
-	71, // [71:71] is the sub-list for method output_type
-	71, // [71:71] is the sub-list for method input_type
-	71, // [71:71] is the sub-list for extension type_name
-	71, // [71:71] is the sub-list for extension extendee
-	0,  // [0:71] is the sub-list for field type_name
+	61, // 34: bagkeeper.store.v1.Op.enqueue_action:type_name -> bagkeeper.store.v1.EnqueueAction
+	62, // 35: bagkeeper.store.v1.Op.start_action:type_name -> bagkeeper.store.v1.StartAction
+	63, // 36: bagkeeper.store.v1.Op.log_action:type_name -> bagkeeper.store.v1.LogAction
+	65, // 37: bagkeeper.store.v1.Op.finish_action:type_name -> bagkeeper.store.v1.FinishAction
+	6,  // 38: bagkeeper.store.v1.CreateSecret.content:type_name -> bagkeeper.store.v1.SealedContent
+	6,  // 39: bagkeeper.store.v1.UpdateSecret.content:type_name -> bagkeeper.store.v1.SealedContent
+	15, // 40: bagkeeper.store.v1.SecretRecord.revisions:type_name -> bagkeeper.store.v1.SecretRevisionRecord
+	16, // 41: bagkeeper.store.v1.SecretRecord.grants:type_name -> bagkeeper.store.v1.SecretGrantRecord
+	17, // 42: bagkeeper.store.v1.SecretRecord.consumers:type_name -> bagkeeper.store.v1.SecretConsumerRecord
+	6,  // 43: bagkeeper.store.v1.SecretRevisionRecord.content:type_name -> bagkeeper.store.v1.SealedContent
+	67, // 44: bagkeeper.store.v1.SetRemoteView.app:type_name -> bagkeeper.store.v1.SetRemoteView.AppEntry
+	19, // 45: bagkeeper.store.v1.SetRemoteView.units:type_name -> bagkeeper.store.v1.RemoteUnitView
+	68, // 46: bagkeeper.store.v1.RemoteUnitView.data:type_name -> bagkeeper.store.v1.RemoteUnitView.DataEntry
+	69, // 47: bagkeeper.store.v1.UpdateBag.set:type_name -> bagkeeper.store.v1.UpdateBag.SetEntry
+	70, // 48: bagkeeper.store.v1.UpdateCharmState.set:type_name -> bagkeeper.store.v1.UpdateCharmState.SetEntry
+	71, // 49: bagkeeper.store.v1.UpdateLeaderSettings.set:type_name -> bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
+	41, // 50: bagkeeper.store.v1.UpdatePorts.open:type_name -> bagkeeper.store.v1.Port
+	41, // 51: bagkeeper.store.v1.UpdatePorts.close:type_name -> bagkeeper.store.v1.Port
+	0,  // 52: bagkeeper.store.v1.Result.error_code:type_name -> bagkeeper.store.v1.ErrorCode
+	45, // 53: bagkeeper.store.v1.Result.ops:type_name -> bagkeeper.store.v1.OpResult
+	53, // 54: bagkeeper.store.v1.SnapshotRecord.header:type_name -> bagkeeper.store.v1.SnapshotHeader
+	56, // 55: bagkeeper.store.v1.SnapshotRecord.relation:type_name -> bagkeeper.store.v1.RelationRecord
+	57, // 56: bagkeeper.store.v1.SnapshotRecord.bag:type_name -> bagkeeper.store.v1.BagRecord
+	58, // 57: bagkeeper.store.v1.SnapshotRecord.unit:type_name -> bagkeeper.store.v1.UnitRecord
+	59, // 58: bagkeeper.store.v1.SnapshotRecord.charm_state:type_name -> bagkeeper.store.v1.CharmStateRecord
+	60, // 59: bagkeeper.store.v1.SnapshotRecord.cursor:type_name -> bagkeeper.store.v1.CursorRecord
+	54, // 60: bagkeeper.store.v1.SnapshotRecord.end:type_name -> bagkeeper.store.v1.SnapshotEnd
+	51, // 61: bagkeeper.store.v1.SnapshotRecord.status:type_name -> bagkeeper.store.v1.StatusRecord
+	52, // 62: bagkeeper.store.v1.SnapshotRecord.unit_extra:type_name -> bagkeeper.store.v1.UnitExtraRecord
+	48, // 63: bagkeeper.store.v1.SnapshotRecord.session:type_name -> bagkeeper.store.v1.SessionRecord
+	50, // 64: bagkeeper.store.v1.SnapshotRecord.claimant:type_name -> bagkeeper.store.v1.ClaimantRecord
+	47, // 65: bagkeeper.store.v1.SnapshotRecord.divergence:type_name -> bagkeeper.store.v1.DivergenceRecord
+	14, // 66: bagkeeper.store.v1.SnapshotRecord.secret:type_name -> bagkeeper.store.v1.SecretRecord
+	66, // 67: bagkeeper.store.v1.SnapshotRecord.action:type_name -> bagkeeper.store.v1.ActionRecord
+	49, // 68: bagkeeper.store.v1.SessionRecord.results:type_name -> bagkeeper.store.v1.SessionResult
+	44, // 69: bagkeeper.store.v1.SessionResult.result:type_name -> bagkeeper.store.v1.Result
+	41, // 70: bagkeeper.store.v1.UnitExtraRecord.ports:type_name -> bagkeeper.store.v1.Port
+	72, // 71: bagkeeper.store.v1.SnapshotHeader.leader_settings:type_name -> bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
+	55, // 72: bagkeeper.store.v1.SnapshotHeader.lease:type_name -> bagkeeper.store.v1.Lease
+	73, // 73: bagkeeper.store.v1.BagRecord.data:type_name -> bagkeeper.store.v1.BagRecord.DataEntry
+	1,  // 74: bagkeeper.store.v1.UnitRecord.state:type_name -> bagkeeper.store.v1.UnitState
+	74, // 75: bagkeeper.store.v1.CharmStateRecord.data:type_name -> bagkeeper.store.v1.CharmStateRecord.DataEntry
+	64, // 76: bagkeeper.store.v1.LogAction.lines:type_name -> bagkeeper.store.v1.ActionLogLine
+	64, // 77: bagkeeper.store.v1.FinishAction.lines:type_name -> bagkeeper.store.v1.ActionLogLine
+	64, // 78: bagkeeper.store.v1.ActionRecord.log:type_name -> bagkeeper.store.v1.ActionLogLine
+	79, // [79:79] is the sub-list for method output_type
+	79, // [79:79] is the sub-list for method input_type
+	79, // [79:79] is the sub-list for extension type_name
+	79, // [79:79] is the sub-list for extension extendee
+	0,  // [0:79] is the sub-list for field type_name
 }
 
 func init() { file_raftstore_storepb_store_proto_init() }
@@ -5636,6 +6241,10 @@ func file_raftstore_storepb_store_proto_init() {
 		(*Op_RevokeSecret)(nil),
 		(*Op_TrackSecret)(nil),
 		(*Op_SecretRotated)(nil),
+		(*Op_EnqueueAction)(nil),
+		(*Op_StartAction)(nil),
+		(*Op_LogAction)(nil),
+		(*Op_FinishAction)(nil),
 	}
 	file_raftstore_storepb_store_proto_msgTypes[44].OneofWrappers = []any{
 		(*SnapshotRecord_Header)(nil),
@@ -5651,6 +6260,7 @@ func file_raftstore_storepb_store_proto_init() {
 		(*SnapshotRecord_Claimant)(nil),
 		(*SnapshotRecord_Divergence)(nil),
 		(*SnapshotRecord_Secret)(nil),
+		(*SnapshotRecord_Action)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -5658,7 +6268,7 @@ func file_raftstore_storepb_store_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftstore_storepb_store_proto_rawDesc), len(file_raftstore_storepb_store_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   67,
+			NumMessages:   73,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1753,6 +1753,458 @@ func (x *StageRecoveryResponse) GetRole() string {
 	return ""
 }
 
+type EnqueueActionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Unit  string                 `protobuf:"bytes,1,opt,name=unit,proto3" json:"unit,omitempty"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// JSON object of the parameters (may be empty).
+	ParamsJson    []byte `protobuf:"bytes,3,opt,name=params_json,json=paramsJson,proto3" json:"params_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnqueueActionRequest) Reset() {
+	*x = EnqueueActionRequest{}
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnqueueActionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnqueueActionRequest) ProtoMessage() {}
+
+func (x *EnqueueActionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnqueueActionRequest.ProtoReflect.Descriptor instead.
+func (*EnqueueActionRequest) Descriptor() ([]byte, []int) {
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *EnqueueActionRequest) GetUnit() string {
+	if x != nil {
+		return x.Unit
+	}
+	return ""
+}
+
+func (x *EnqueueActionRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *EnqueueActionRequest) GetParamsJson() []byte {
+	if x != nil {
+		return x.ParamsJson
+	}
+	return nil
+}
+
+type EnqueueActionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Index         uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EnqueueActionResponse) Reset() {
+	*x = EnqueueActionResponse{}
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EnqueueActionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EnqueueActionResponse) ProtoMessage() {}
+
+func (x *EnqueueActionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EnqueueActionResponse.ProtoReflect.Descriptor instead.
+func (*EnqueueActionResponse) Descriptor() ([]byte, []int) {
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *EnqueueActionResponse) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *EnqueueActionResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+type GetActionRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Wait until the action has finished, or its log has more than
+	// log_lines messages.
+	Wait          bool  `protobuf:"varint,2,opt,name=wait,proto3" json:"wait,omitempty"`
+	LogLines      int32 `protobuf:"varint,3,opt,name=log_lines,json=logLines,proto3" json:"log_lines,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetActionRequest) Reset() {
+	*x = GetActionRequest{}
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetActionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetActionRequest) ProtoMessage() {}
+
+func (x *GetActionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetActionRequest.ProtoReflect.Descriptor instead.
+func (*GetActionRequest) Descriptor() ([]byte, []int) {
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *GetActionRequest) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *GetActionRequest) GetWait() bool {
+	if x != nil {
+		return x.Wait
+	}
+	return false
+}
+
+func (x *GetActionRequest) GetLogLines() int32 {
+	if x != nil {
+		return x.LogLines
+	}
+	return 0
+}
+
+type ListActionsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only this unit's actions ("" for all).
+	Unit          string `protobuf:"bytes,1,opt,name=unit,proto3" json:"unit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListActionsRequest) Reset() {
+	*x = ListActionsRequest{}
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListActionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListActionsRequest) ProtoMessage() {}
+
+func (x *ListActionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListActionsRequest.ProtoReflect.Descriptor instead.
+func (*ListActionsRequest) Descriptor() ([]byte, []int) {
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ListActionsRequest) GetUnit() string {
+	if x != nil {
+		return x.Unit
+	}
+	return ""
+}
+
+type ListActionsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Actions       []*Action              `protobuf:"bytes,1,rep,name=actions,proto3" json:"actions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListActionsResponse) Reset() {
+	*x = ListActionsResponse{}
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListActionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListActionsResponse) ProtoMessage() {}
+
+func (x *ListActionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListActionsResponse.ProtoReflect.Descriptor instead.
+func (*ListActionsResponse) Descriptor() ([]byte, []int) {
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ListActionsResponse) GetActions() []*Action {
+	if x != nil {
+		return x.Actions
+	}
+	return nil
+}
+
+type ActionLogLine struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TimeUnixNano  int64                  `protobuf:"varint,1,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ActionLogLine) Reset() {
+	*x = ActionLogLine{}
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ActionLogLine) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ActionLogLine) ProtoMessage() {}
+
+func (x *ActionLogLine) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ActionLogLine.ProtoReflect.Descriptor instead.
+func (*ActionLogLine) Descriptor() ([]byte, []int) {
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ActionLogLine) GetTimeUnixNano() int64 {
+	if x != nil {
+		return x.TimeUnixNano
+	}
+	return 0
+}
+
+func (x *ActionLogLine) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+type Action struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Id         int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Unit       string                 `protobuf:"bytes,2,opt,name=unit,proto3" json:"unit,omitempty"`
+	Name       string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	ParamsJson []byte                 `protobuf:"bytes,4,opt,name=params_json,json=paramsJson,proto3" json:"params_json,omitempty"`
+	// pending, running, completed, failed or cancelled.
+	Status  string `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
+	Message string `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
+	// JSON object of the results (action-set, and the action's return code,
+	// stdout and stderr), empty until it ends.
+	ResultsJson       []byte           `protobuf:"bytes,7,opt,name=results_json,json=resultsJson,proto3" json:"results_json,omitempty"`
+	Log               []*ActionLogLine `protobuf:"bytes,8,rep,name=log,proto3" json:"log,omitempty"`
+	EnqueuedUnixNano  int64            `protobuf:"varint,9,opt,name=enqueued_unix_nano,json=enqueuedUnixNano,proto3" json:"enqueued_unix_nano,omitempty"`
+	StartedUnixNano   int64            `protobuf:"varint,10,opt,name=started_unix_nano,json=startedUnixNano,proto3" json:"started_unix_nano,omitempty"`
+	CompletedUnixNano int64            `protobuf:"varint,11,opt,name=completed_unix_nano,json=completedUnixNano,proto3" json:"completed_unix_nano,omitempty"`
+	// The pod that ran it.
+	Pod           string `protobuf:"bytes,12,opt,name=pod,proto3" json:"pod,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Action) Reset() {
+	*x = Action{}
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Action) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Action) ProtoMessage() {}
+
+func (x *Action) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Action.ProtoReflect.Descriptor instead.
+func (*Action) Descriptor() ([]byte, []int) {
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *Action) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *Action) GetUnit() string {
+	if x != nil {
+		return x.Unit
+	}
+	return ""
+}
+
+func (x *Action) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Action) GetParamsJson() []byte {
+	if x != nil {
+		return x.ParamsJson
+	}
+	return nil
+}
+
+func (x *Action) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *Action) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *Action) GetResultsJson() []byte {
+	if x != nil {
+		return x.ResultsJson
+	}
+	return nil
+}
+
+func (x *Action) GetLog() []*ActionLogLine {
+	if x != nil {
+		return x.Log
+	}
+	return nil
+}
+
+func (x *Action) GetEnqueuedUnixNano() int64 {
+	if x != nil {
+		return x.EnqueuedUnixNano
+	}
+	return 0
+}
+
+func (x *Action) GetStartedUnixNano() int64 {
+	if x != nil {
+		return x.StartedUnixNano
+	}
+	return 0
+}
+
+func (x *Action) GetCompletedUnixNano() int64 {
+	if x != nil {
+		return x.CompletedUnixNano
+	}
+	return 0
+}
+
+func (x *Action) GetPod() string {
+	if x != nil {
+		return x.Pod
+	}
+	return ""
+}
+
 var File_sidecar_adminpb_admin_proto protoreflect.FileDescriptor
 
 const file_sidecar_adminpb_admin_proto_rawDesc = "" +
@@ -1913,7 +2365,41 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"\x06digest\x18\x02 \x01(\tR\x06digest\"a\n" +
 	"\x15StageRecoveryResponse\x124\n" +
 	"\x04plan\x18\x01 \x01(\v2 .bagkeeper.admin.v1.RecoveryPlanR\x04plan\x12\x12\n" +
-	"\x04role\x18\x02 \x01(\tR\x04role2\xe7\x05\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\"_\n" +
+	"\x14EnqueueActionRequest\x12\x12\n" +
+	"\x04unit\x18\x01 \x01(\tR\x04unit\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1f\n" +
+	"\vparams_json\x18\x03 \x01(\fR\n" +
+	"paramsJson\"=\n" +
+	"\x15EnqueueActionResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\"S\n" +
+	"\x10GetActionRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
+	"\x04wait\x18\x02 \x01(\bR\x04wait\x12\x1b\n" +
+	"\tlog_lines\x18\x03 \x01(\x05R\blogLines\"(\n" +
+	"\x12ListActionsRequest\x12\x12\n" +
+	"\x04unit\x18\x01 \x01(\tR\x04unit\"K\n" +
+	"\x13ListActionsResponse\x124\n" +
+	"\aactions\x18\x01 \x03(\v2\x1a.bagkeeper.admin.v1.ActionR\aactions\"O\n" +
+	"\rActionLogLine\x12$\n" +
+	"\x0etime_unix_nano\x18\x01 \x01(\x03R\ftimeUnixNano\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\x87\x03\n" +
+	"\x06Action\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x12\n" +
+	"\x04unit\x18\x02 \x01(\tR\x04unit\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x1f\n" +
+	"\vparams_json\x18\x04 \x01(\fR\n" +
+	"paramsJson\x12\x16\n" +
+	"\x06status\x18\x05 \x01(\tR\x06status\x12\x18\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\x12!\n" +
+	"\fresults_json\x18\a \x01(\fR\vresultsJson\x123\n" +
+	"\x03log\x18\b \x03(\v2!.bagkeeper.admin.v1.ActionLogLineR\x03log\x12,\n" +
+	"\x12enqueued_unix_nano\x18\t \x01(\x03R\x10enqueuedUnixNano\x12*\n" +
+	"\x11started_unix_nano\x18\n" +
+	" \x01(\x03R\x0fstartedUnixNano\x12.\n" +
+	"\x13completed_unix_nano\x18\v \x01(\x03R\x11completedUnixNano\x12\x10\n" +
+	"\x03pod\x18\f \x01(\tR\x03pod2\xfc\a\n" +
 	"\x05Admin\x12O\n" +
 	"\x06Status\x12!.bagkeeper.admin.v1.StatusRequest\x1a\".bagkeeper.admin.v1.StatusResponse\x12R\n" +
 	"\aGetBags\x12\".bagkeeper.admin.v1.GetBagsRequest\x1a#.bagkeeper.admin.v1.GetBagsResponse\x12O\n" +
@@ -1923,7 +2409,10 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"RemoveUnit\x12%.bagkeeper.admin.v1.RemoveUnitRequest\x1a&.bagkeeper.admin.v1.RemoveUnitResponse\x12a\n" +
 	"\fRemoveMember\x12'.bagkeeper.admin.v1.RemoveMemberRequest\x1a(.bagkeeper.admin.v1.RemoveMemberResponse\x12Y\n" +
 	"\fPlanRecovery\x12'.bagkeeper.admin.v1.PlanRecoveryRequest\x1a .bagkeeper.admin.v1.RecoveryPlan\x12d\n" +
-	"\rStageRecovery\x12(.bagkeeper.admin.v1.StageRecoveryRequest\x1a).bagkeeper.admin.v1.StageRecoveryResponseB0Z.github.com/bagkeeper/bagkeeper/sidecar/adminpbb\x06proto3"
+	"\rStageRecovery\x12(.bagkeeper.admin.v1.StageRecoveryRequest\x1a).bagkeeper.admin.v1.StageRecoveryResponse\x12d\n" +
+	"\rEnqueueAction\x12(.bagkeeper.admin.v1.EnqueueActionRequest\x1a).bagkeeper.admin.v1.EnqueueActionResponse\x12M\n" +
+	"\tGetAction\x12$.bagkeeper.admin.v1.GetActionRequest\x1a\x1a.bagkeeper.admin.v1.Action\x12^\n" +
+	"\vListActions\x12&.bagkeeper.admin.v1.ListActionsRequest\x1a'.bagkeeper.admin.v1.ListActionsResponseB0Z.github.com/bagkeeper/bagkeeper/sidecar/adminpbb\x06proto3"
 
 var (
 	file_sidecar_adminpb_admin_proto_rawDescOnce sync.Once
@@ -1937,7 +2426,7 @@ func file_sidecar_adminpb_admin_proto_rawDescGZIP() []byte {
 	return file_sidecar_adminpb_admin_proto_rawDescData
 }
 
-var file_sidecar_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_sidecar_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_sidecar_adminpb_admin_proto_goTypes = []any{
 	(*StatusRequest)(nil),          // 0: bagkeeper.admin.v1.StatusRequest
 	(*Member)(nil),                 // 1: bagkeeper.admin.v1.Member
@@ -1963,8 +2452,15 @@ var file_sidecar_adminpb_admin_proto_goTypes = []any{
 	(*RecoveryPlan)(nil),           // 21: bagkeeper.admin.v1.RecoveryPlan
 	(*StageRecoveryRequest)(nil),   // 22: bagkeeper.admin.v1.StageRecoveryRequest
 	(*StageRecoveryResponse)(nil),  // 23: bagkeeper.admin.v1.StageRecoveryResponse
-	nil,                            // 24: bagkeeper.admin.v1.Bag.DataEntry
-	nil,                            // 25: bagkeeper.admin.v1.SetBagRequest.SetEntry
+	(*EnqueueActionRequest)(nil),   // 24: bagkeeper.admin.v1.EnqueueActionRequest
+	(*EnqueueActionResponse)(nil),  // 25: bagkeeper.admin.v1.EnqueueActionResponse
+	(*GetActionRequest)(nil),       // 26: bagkeeper.admin.v1.GetActionRequest
+	(*ListActionsRequest)(nil),     // 27: bagkeeper.admin.v1.ListActionsRequest
+	(*ListActionsResponse)(nil),    // 28: bagkeeper.admin.v1.ListActionsResponse
+	(*ActionLogLine)(nil),          // 29: bagkeeper.admin.v1.ActionLogLine
+	(*Action)(nil),                 // 30: bagkeeper.admin.v1.Action
+	nil,                            // 31: bagkeeper.admin.v1.Bag.DataEntry
+	nil,                            // 32: bagkeeper.admin.v1.SetBagRequest.SetEntry
 }
 var file_sidecar_adminpb_admin_proto_depIdxs = []int32{
 	5,  // 0: bagkeeper.admin.v1.Relation.stream:type_name -> bagkeeper.admin.v1.RelationStream
@@ -1972,34 +2468,42 @@ var file_sidecar_adminpb_admin_proto_depIdxs = []int32{
 	3,  // 2: bagkeeper.admin.v1.StatusResponse.units:type_name -> bagkeeper.admin.v1.Unit
 	4,  // 3: bagkeeper.admin.v1.StatusResponse.relations:type_name -> bagkeeper.admin.v1.Relation
 	2,  // 4: bagkeeper.admin.v1.StatusResponse.waiting:type_name -> bagkeeper.admin.v1.Claimant
-	24, // 5: bagkeeper.admin.v1.Bag.data:type_name -> bagkeeper.admin.v1.Bag.DataEntry
+	31, // 5: bagkeeper.admin.v1.Bag.data:type_name -> bagkeeper.admin.v1.Bag.DataEntry
 	8,  // 6: bagkeeper.admin.v1.GetBagsResponse.bags:type_name -> bagkeeper.admin.v1.Bag
-	25, // 7: bagkeeper.admin.v1.SetBagRequest.set:type_name -> bagkeeper.admin.v1.SetBagRequest.SetEntry
+	32, // 7: bagkeeper.admin.v1.SetBagRequest.set:type_name -> bagkeeper.admin.v1.SetBagRequest.SetEntry
 	18, // 8: bagkeeper.admin.v1.PlanRecoveryRequest.survivors:type_name -> bagkeeper.admin.v1.Survivor
 	20, // 9: bagkeeper.admin.v1.RecoveryPlan.survivors:type_name -> bagkeeper.admin.v1.PlannedSurvivor
 	18, // 10: bagkeeper.admin.v1.StageRecoveryRequest.survivors:type_name -> bagkeeper.admin.v1.Survivor
 	21, // 11: bagkeeper.admin.v1.StageRecoveryResponse.plan:type_name -> bagkeeper.admin.v1.RecoveryPlan
-	0,  // 12: bagkeeper.admin.v1.Admin.Status:input_type -> bagkeeper.admin.v1.StatusRequest
-	7,  // 13: bagkeeper.admin.v1.Admin.GetBags:input_type -> bagkeeper.admin.v1.GetBagsRequest
-	10, // 14: bagkeeper.admin.v1.Admin.SetBag:input_type -> bagkeeper.admin.v1.SetBagRequest
-	12, // 15: bagkeeper.admin.v1.Admin.EnsureRelation:input_type -> bagkeeper.admin.v1.EnsureRelationRequest
-	14, // 16: bagkeeper.admin.v1.Admin.RemoveUnit:input_type -> bagkeeper.admin.v1.RemoveUnitRequest
-	16, // 17: bagkeeper.admin.v1.Admin.RemoveMember:input_type -> bagkeeper.admin.v1.RemoveMemberRequest
-	19, // 18: bagkeeper.admin.v1.Admin.PlanRecovery:input_type -> bagkeeper.admin.v1.PlanRecoveryRequest
-	22, // 19: bagkeeper.admin.v1.Admin.StageRecovery:input_type -> bagkeeper.admin.v1.StageRecoveryRequest
-	6,  // 20: bagkeeper.admin.v1.Admin.Status:output_type -> bagkeeper.admin.v1.StatusResponse
-	9,  // 21: bagkeeper.admin.v1.Admin.GetBags:output_type -> bagkeeper.admin.v1.GetBagsResponse
-	11, // 22: bagkeeper.admin.v1.Admin.SetBag:output_type -> bagkeeper.admin.v1.SetBagResponse
-	13, // 23: bagkeeper.admin.v1.Admin.EnsureRelation:output_type -> bagkeeper.admin.v1.EnsureRelationResponse
-	15, // 24: bagkeeper.admin.v1.Admin.RemoveUnit:output_type -> bagkeeper.admin.v1.RemoveUnitResponse
-	17, // 25: bagkeeper.admin.v1.Admin.RemoveMember:output_type -> bagkeeper.admin.v1.RemoveMemberResponse
-	21, // 26: bagkeeper.admin.v1.Admin.PlanRecovery:output_type -> bagkeeper.admin.v1.RecoveryPlan
-	23, // 27: bagkeeper.admin.v1.Admin.StageRecovery:output_type -> bagkeeper.admin.v1.StageRecoveryResponse
-	20, // [20:28] is the sub-list for method output_type
-	12, // [12:20] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	30, // 12: bagkeeper.admin.v1.ListActionsResponse.actions:type_name -> bagkeeper.admin.v1.Action
+	29, // 13: bagkeeper.admin.v1.Action.log:type_name -> bagkeeper.admin.v1.ActionLogLine
+	0,  // 14: bagkeeper.admin.v1.Admin.Status:input_type -> bagkeeper.admin.v1.StatusRequest
+	7,  // 15: bagkeeper.admin.v1.Admin.GetBags:input_type -> bagkeeper.admin.v1.GetBagsRequest
+	10, // 16: bagkeeper.admin.v1.Admin.SetBag:input_type -> bagkeeper.admin.v1.SetBagRequest
+	12, // 17: bagkeeper.admin.v1.Admin.EnsureRelation:input_type -> bagkeeper.admin.v1.EnsureRelationRequest
+	14, // 18: bagkeeper.admin.v1.Admin.RemoveUnit:input_type -> bagkeeper.admin.v1.RemoveUnitRequest
+	16, // 19: bagkeeper.admin.v1.Admin.RemoveMember:input_type -> bagkeeper.admin.v1.RemoveMemberRequest
+	19, // 20: bagkeeper.admin.v1.Admin.PlanRecovery:input_type -> bagkeeper.admin.v1.PlanRecoveryRequest
+	22, // 21: bagkeeper.admin.v1.Admin.StageRecovery:input_type -> bagkeeper.admin.v1.StageRecoveryRequest
+	24, // 22: bagkeeper.admin.v1.Admin.EnqueueAction:input_type -> bagkeeper.admin.v1.EnqueueActionRequest
+	26, // 23: bagkeeper.admin.v1.Admin.GetAction:input_type -> bagkeeper.admin.v1.GetActionRequest
+	27, // 24: bagkeeper.admin.v1.Admin.ListActions:input_type -> bagkeeper.admin.v1.ListActionsRequest
+	6,  // 25: bagkeeper.admin.v1.Admin.Status:output_type -> bagkeeper.admin.v1.StatusResponse
+	9,  // 26: bagkeeper.admin.v1.Admin.GetBags:output_type -> bagkeeper.admin.v1.GetBagsResponse
+	11, // 27: bagkeeper.admin.v1.Admin.SetBag:output_type -> bagkeeper.admin.v1.SetBagResponse
+	13, // 28: bagkeeper.admin.v1.Admin.EnsureRelation:output_type -> bagkeeper.admin.v1.EnsureRelationResponse
+	15, // 29: bagkeeper.admin.v1.Admin.RemoveUnit:output_type -> bagkeeper.admin.v1.RemoveUnitResponse
+	17, // 30: bagkeeper.admin.v1.Admin.RemoveMember:output_type -> bagkeeper.admin.v1.RemoveMemberResponse
+	21, // 31: bagkeeper.admin.v1.Admin.PlanRecovery:output_type -> bagkeeper.admin.v1.RecoveryPlan
+	23, // 32: bagkeeper.admin.v1.Admin.StageRecovery:output_type -> bagkeeper.admin.v1.StageRecoveryResponse
+	25, // 33: bagkeeper.admin.v1.Admin.EnqueueAction:output_type -> bagkeeper.admin.v1.EnqueueActionResponse
+	30, // 34: bagkeeper.admin.v1.Admin.GetAction:output_type -> bagkeeper.admin.v1.Action
+	28, // 35: bagkeeper.admin.v1.Admin.ListActions:output_type -> bagkeeper.admin.v1.ListActionsResponse
+	25, // [25:36] is the sub-list for method output_type
+	14, // [14:25] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_sidecar_adminpb_admin_proto_init() }
@@ -2013,7 +2517,7 @@ func file_sidecar_adminpb_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sidecar_adminpb_admin_proto_rawDesc), len(file_sidecar_adminpb_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   26,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -32,6 +32,9 @@ const (
 	Admin_RemoveMember_FullMethodName   = "/bagkeeper.admin.v1.Admin/RemoveMember"
 	Admin_PlanRecovery_FullMethodName   = "/bagkeeper.admin.v1.Admin/PlanRecovery"
 	Admin_StageRecovery_FullMethodName  = "/bagkeeper.admin.v1.Admin/StageRecovery"
+	Admin_EnqueueAction_FullMethodName  = "/bagkeeper.admin.v1.Admin/EnqueueAction"
+	Admin_GetAction_FullMethodName      = "/bagkeeper.admin.v1.Admin/GetAction"
+	Admin_ListActions_FullMethodName    = "/bagkeeper.admin.v1.Admin/ListActions"
 )
 
 // AdminClient is the client API for Admin service.
@@ -63,6 +66,17 @@ type AdminClient interface {
 	// StageRecovery makes the plan again, checks that it is the one the
 	// digest names, and stages this member's part of it for its next start.
 	StageRecovery(ctx context.Context, in *StageRecoveryRequest, opts ...grpc.CallOption) (*StageRecoveryResponse, error)
+	// ---- actions ----
+	// EnqueueAction queues an action of the charm (actions.yaml) for a unit,
+	// its parameters validated against the action's schema (defaults filled
+	// in); any member forwards it through raft.
+	EnqueueAction(ctx context.Context, in *EnqueueActionRequest, opts ...grpc.CallOption) (*EnqueueActionResponse, error)
+	// GetAction returns one action. With wait, it answers once the action
+	// has finished or logged more messages than the caller has seen, or
+	// when the call's deadline is near, with the action as it is then.
+	GetAction(ctx context.Context, in *GetActionRequest, opts ...grpc.CallOption) (*Action, error)
+	// ListActions lists the actions kept, oldest first.
+	ListActions(ctx context.Context, in *ListActionsRequest, opts ...grpc.CallOption) (*ListActionsResponse, error)
 }
 
 type adminClient struct {
@@ -153,6 +167,36 @@ func (c *adminClient) StageRecovery(ctx context.Context, in *StageRecoveryReques
 	return out, nil
 }
 
+func (c *adminClient) EnqueueAction(ctx context.Context, in *EnqueueActionRequest, opts ...grpc.CallOption) (*EnqueueActionResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(EnqueueActionResponse)
+	err := c.cc.Invoke(ctx, Admin_EnqueueAction_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) GetAction(ctx context.Context, in *GetActionRequest, opts ...grpc.CallOption) (*Action, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(Action)
+	err := c.cc.Invoke(ctx, Admin_GetAction_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ListActions(ctx context.Context, in *ListActionsRequest, opts ...grpc.CallOption) (*ListActionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListActionsResponse)
+	err := c.cc.Invoke(ctx, Admin_ListActions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -182,6 +226,17 @@ type AdminServer interface {
 	// StageRecovery makes the plan again, checks that it is the one the
 	// digest names, and stages this member's part of it for its next start.
 	StageRecovery(context.Context, *StageRecoveryRequest) (*StageRecoveryResponse, error)
+	// ---- actions ----
+	// EnqueueAction queues an action of the charm (actions.yaml) for a unit,
+	// its parameters validated against the action's schema (defaults filled
+	// in); any member forwards it through raft.
+	EnqueueAction(context.Context, *EnqueueActionRequest) (*EnqueueActionResponse, error)
+	// GetAction returns one action. With wait, it answers once the action
+	// has finished or logged more messages than the caller has seen, or
+	// when the call's deadline is near, with the action as it is then.
+	GetAction(context.Context, *GetActionRequest) (*Action, error)
+	// ListActions lists the actions kept, oldest first.
+	ListActions(context.Context, *ListActionsRequest) (*ListActionsResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -215,6 +270,15 @@ func (UnimplementedAdminServer) PlanRecovery(context.Context, *PlanRecoveryReque
 }
 func (UnimplementedAdminServer) StageRecovery(context.Context, *StageRecoveryRequest) (*StageRecoveryResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method StageRecovery not implemented")
+}
+func (UnimplementedAdminServer) EnqueueAction(context.Context, *EnqueueActionRequest) (*EnqueueActionResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method EnqueueAction not implemented")
+}
+func (UnimplementedAdminServer) GetAction(context.Context, *GetActionRequest) (*Action, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetAction not implemented")
+}
+func (UnimplementedAdminServer) ListActions(context.Context, *ListActionsRequest) (*ListActionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListActions not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -381,6 +445,60 @@ func _Admin_StageRecovery_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_EnqueueAction_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(EnqueueActionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).EnqueueAction(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_EnqueueAction_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).EnqueueAction(ctx, req.(*EnqueueActionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_GetAction_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetActionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).GetAction(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_GetAction_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).GetAction(ctx, req.(*GetActionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ListActions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListActionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListActions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListActions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListActions(ctx, req.(*ListActionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -419,6 +537,18 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "StageRecovery",
 			Handler:    _Admin_StageRecovery_Handler,
+		},
+		{
+			MethodName: "EnqueueAction",
+			Handler:    _Admin_EnqueueAction_Handler,
+		},
+		{
+			MethodName: "GetAction",
+			Handler:    _Admin_GetAction_Handler,
+		},
+		{
+			MethodName: "ListActions",
+			Handler:    _Admin_ListActions_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

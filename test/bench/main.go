@@ -8,6 +8,7 @@
 //	go run ./test/bench -experiments=latency -duration=10s
 //	go run ./test/bench -targets=bagkeeper -bagkeeper-wipe-mib=1   # bagkeeper only, smaller wipe test
 //	go run ./test/bench -targets=bagkeeper -experiments=soak -soak-duration=5m   # memory soak
+//	go run ./test/bench -targets=bagkeeper -experiments=actions   # actions run round trip
 //
 // The table goes to stdout; progress messages go to stderr. All processes
 // the harness starts are killed when it exits, also on errors and Ctrl-C.
@@ -71,6 +72,8 @@ var experiments = []experiment{
 	// An application of its own whose leader's pod is replaced, then
 	// killed for good (bagkeeper only).
 	{key: "leadership", run: leadershipExperiment, optIn: true},
+	// One application with a charm action (bagkeeper only).
+	{key: "actions", run: actionsExperiment, optIn: true},
 }
 
 // extraExperiment runs the target's own measurements, if it has any.
