@@ -310,6 +310,9 @@ func (a *Agent) runUnit(ctx context.Context, unit string) error {
 	// succeeded (unless its cursor moved on meanwhile).
 	var failed *Hook
 	var failedAt []byte
+	// resuming: no hook has run yet in this agent's life; a hook recorded
+	// as running then was interrupted, and runs before any action.
+	resuming := true
 	for ctx.Err() == nil {
 		changed := a.node.Changed()
 		st := a.node.State()
@@ -340,7 +343,7 @@ func (a *Agent) runUnit(ctx context.Context, unit string) error {
 		a.checkSecretsKey(st) // secrets.go
 		// ---- actions (actions.go): the unit's queued actions run between
 		// hooks, once the charm is installed.
-		if cur.Installed && a.runNextAction(ctx, st, unit) {
+		if cur.Installed && !(resuming && cur.Running != nil) && a.runNextAction(ctx, st, unit) {
 			continue
 		}
 		// ---- end of actions ----
@@ -364,6 +367,7 @@ func (a *Agent) runUnit(ctx context.Context, unit string) error {
 				h, ok = rh, true
 			}
 		}
+		resuming = false
 		if !ok {
 			a.wait(ctx, changed, cur)
 			continue

@@ -745,7 +745,7 @@ func (t *txn) removeUnit(o *storepb.RemoveUnit) (*storepb.OpResult, *CommandErro
 	t.statusTxn().Delete([]byte(u.Name))
 	t.extraTxn().Delete([]byte(u.Name))
 	t.forgetUnitSecrets(u.Name) // secrets.go
-	t.failUnitActions(u.Name) // actions.go
+	t.failUnitActions(u.Name)   // actions.go
 	if t.readMeta().lease.Unit == u.Name {
 		t.m().lease = Lease{Epoch: t.readMeta().lease.Epoch}
 	}
