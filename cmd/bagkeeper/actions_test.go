@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/bagkeeper/bagkeeper/sidecar/adminpb"
 )
 
 func TestActionParamsAreYAMLScalarsWithDottedKeys(t *testing.T) {
@@ -44,5 +46,56 @@ func TestActionsUsageErrors(t *testing.T) {
 	e, out, _ := testEnv(nil)
 	if code := runMain(e, []string{"actions", "run", "--help"}); code != 0 || !strings.Contains(out.String(), "--background") {
 		t.Fatalf("help: %d %q", code, out.String())
+	}
+}
+
+func TestActionResultPrintedAsJujuRunAndShowTask(t *testing.T) {
+	t0 := int64(1764547200) * 1e9 // 2025-12-01 00:00:00 UTC
+	act := &adminpb.Action{
+		Id: 7, Unit: "web/1", Name: "greet", Status: "failed", Message: "disk full",
+		ParamsJson:       []byte(`{"times":3}`),
+		ResultsJson:      []byte(`{"greeting":"hello","return-code":0,"stdout":"out\n","stderr":"err\n"}`),
+		Log:              []*adminpb.ActionLogLine{{TimeUnixNano: t0 + 1e9, Message: "halfway"}},
+		EnqueuedUnixNano: t0, StartedUnixNano: t0 + 1e9, CompletedUnixNano: t0 + 2e9, Pod: "web-1",
+	}
+	e, out, errb := testEnv(nil)
+	if err := printRunResult(e, act, "plain"); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != "greeting: hello\nout\n" || errb.String() != "err\nAction id 7 failed: disk full\n" {
+		t.Fatalf("plain: stdout %q stderr %q", out.String(), errb.String())
+	}
+	e, out, _ = testEnv(nil)
+	if err := printRunResult(e, act, "yaml"); err != nil {
+		t.Fatal(err)
+	}
+	want := `web/1:
+  action: greet
+  id: "7"
+  log:
+    - 2025-12-01 00:00:01 +0000 UTC halfway
+  message: disk full
+  parameters:
+    times: 3
+  pod: web-1
+  results:
+    greeting: hello
+    return-code: 0
+    stderr: |
+      err
+    stdout: |
+      out
+  status: failed
+  timing:
+    completed: 2025-12-01 00:00:02 +0000 UTC
+    enqueued: 2025-12-01 00:00:00 +0000 UTC
+    started: 2025-12-01 00:00:01 +0000 UTC
+  unit: web/1
+`
+	if out.String() != want {
+		t.Fatalf("yaml:\n%s\nwant:\n%s", out.String(), want)
+	}
+	if returnCode(act) != 0 {
+		t.Fatal("return code")
 	}
 }
