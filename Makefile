@@ -43,11 +43,13 @@ demo: build
 	test/demo/demo.sh $(BIN)/bagkeeper
 
 ## bench: side-by-side benchmarks with etcd (needs Debian's etcd-server), then
-## relation-get exec'd from a shell against a hello-world binary, then the cost
-## of the log entries' checksums; prints the tables for BENCHMARKS.md
+## relation-get exec'd from a shell against a hello-world binary, secret-get
+## against a real agent likewise, then the cost of the log entries'
+## checksums; prints the tables for BENCHMARKS.md
 bench:
 	$(GO) run ./test/bench
 	$(GO) test -run '^$$' -bench Startup -benchtime 500x ./cmd/jujuc
+	$(GO) test -run '^$$' -bench SecretGet -benchtime 500x ./agent
 	$(GO) test -run '^$$' -bench Entry -benchmem ./test/bench
 
 ## soak: long runs: the fault runs of SOAK_DURATION (default 10m) each, then

@@ -55,7 +55,7 @@ func TestMain(m *testing.M) {
 
 // newMemStore returns the shared in-memory store at the real clock (the
 // agent compares leases with its own clock, which is the store's).
-func newMemStore(t *testing.T) *statetest.Store {
+func newMemStore(t testing.TB) *statetest.Store {
 	s := statetest.New(t, "app")
 	s.SetNow(time.Now())
 	return s
@@ -63,7 +63,7 @@ func newMemStore(t *testing.T) *statetest.Store {
 
 // charm writes a charm whose dispatch runs script (bash) for every hook,
 // after appending the hook's name to hooks.log in the charm directory.
-func charm(t *testing.T, script string) string {
+func charm(t testing.TB, script string) string {
 	t.Helper()
 	dir := t.TempDir()
 	files := map[string]string{

@@ -44,7 +44,7 @@ type toolAgent struct {
 	hc     *hookContext
 }
 
-func startToolAgent(t *testing.T, opts ...agentOpt) *toolAgent {
+func startToolAgent(t testing.TB, opts ...agentOpt) *toolAgent {
 	t.Helper()
 	s := newMemStore(t)
 	rel := twoUnits(s)
@@ -97,7 +97,7 @@ type toolRun struct {
 // run runs tool with args as a hook in dir would: with the hook's
 // environment, stdin (nil: empty) and extra open files, the first as
 // descriptor 3.
-func (ta *toolAgent) run(t *testing.T, dir string, extra []*os.File, stdin io.Reader, tool string, args ...string) toolRun {
+func (ta *toolAgent) run(t testing.TB, dir string, extra []*os.File, stdin io.Reader, tool string, args ...string) toolRun {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(ta.cfg.ToolsDir, tool), args...)
 	cmd.Dir = dir
