@@ -152,7 +152,7 @@ func CheckSecretsKey(st *state.State, key *SecretsKey) error {
 	case stored == nil:
 		return nil
 	case key == nil:
-		return fmt.Errorf("the store holds secrets (key id %x) but this sidecar has no --secrets-key-file: secret tools will fail", stored)
+		return fmt.Errorf("the store holds secrets sealed with key id %x, and this sidecar has no --secrets-key-file", stored)
 	case !bytes.Equal(stored, key.id):
 		return key.mismatch(stored)
 	}
@@ -554,9 +554,8 @@ func secretEnv(env map[string]string, h Hook) {
 }
 
 // checkSecretsKey logs, once the member has caught up, whether the
-// sidecar's key can read the store's secrets: a pod with another key (or
-// none) runs its hooks all the same, but every secret tool fails saying
-// why.
+// sidecar's key can read the store's secrets. A pod with another key (or
+// none) runs no hook: the sidecar's readiness (Config.Ready) says why.
 func (a *Agent) checkSecretsKey(st *state.State) {
 	if a.secretsChecked.Swap(true) {
 		return

@@ -90,7 +90,7 @@ func (s *Sidecar) startAgent() error {
 		ua.close()
 		return err
 	}
-	s.agent = ua
+	s.agent, s.secretsKey = ua, as.SecretsKey
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/bagkeeper/bagkeeper/agent"
 	"github.com/bagkeeper/bagkeeper/raftstore"
 	"github.com/bagkeeper/bagkeeper/raftstore/state"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -92,7 +93,16 @@ func (s *Sidecar) Ready() (bool, string) {
 	if w := s.waiting.Load().(string); w != "" && s.Unit() == "" {
 		return false, w
 	}
-	return s.ready.check(string(s.node.ID()), s.Unit(), time.Now())
+	ok, why := s.ready.check(string(s.node.ID()), s.Unit(), time.Now())
+	if ok && s.agent != nil {
+		// Once caught up: a unit agent that cannot read the application's
+		// secrets does not start (a pod of an application with secrets
+		// needs the key its secrets were sealed with).
+		if err := agent.CheckSecretsKey(s.node.State(), s.secretsKey); err != nil {
+			return false, "the unit agent does not start: " + err.Error()
+		}
+	}
+	return ok, why
 }
 
 func (s *Sidecar) startHTTP() error {

@@ -247,6 +247,8 @@ type Sidecar struct {
 	adminLn  *unixsock.Listener
 	metrics  *metrics
 	agent    *unitAgent
+	// secretsKey is the unit agent's key for the application's secrets (nil: none).
+	secretsKey *agent.SecretsKey
 	// relations is nil without a relations file.
 	relations *relations
 

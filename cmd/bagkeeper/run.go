@@ -127,7 +127,7 @@ func newRunFlags(e *env) *runFlags {
 	fs.StringVar(&f.jujuVersion, "juju-version", "3.6.0", "the `version` hooks see in JUJU_VERSION (ops needs 3.1 or later for application data and dispatch)")
 	fs.DurationVar(&f.updateStatus, "update-status-interval", 5*time.Minute, "how often update-status runs")
 	fs.DurationVar(&f.hookRetry, "hook-retry-delay", 5*time.Second, "first pause before a failed hook is retried (it doubles, up to 5m)")
-	fs.StringVar(&f.secretsKeyFile, "secrets-key-file", "", "`file` holding the application's secrets key (32 raw bytes, 64 hex digits or base64), the same in every pod:\nJuju secrets are encrypted with it before they are replicated; without it the secret tools fail")
+	fs.StringVar(&f.secretsKeyFile, "secrets-key-file", "", "`file` holding the application's secrets key (32 raw bytes, 64 hex digits or base64), the same in every pod:\nJuju secrets are encrypted with it before they are replicated; a pod without the key its\napplication's secrets were sealed with runs no hook and is not ready")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "json", "log `format`: json or text")
 	return f

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -132,6 +133,45 @@ func TestSecretsSurviveAnEmptyDiskAndNeverReachTheDisk(t *testing.T) {
 	if !t.Failed() {
 		t.Logf("the secret's value is in none of %d files of the data dirs; %d hold its id", files, withID)
 	}
+
+	// A pod restarted with another key does not start its unit agent: it
+	// is not ready, says why, and runs no hook; with the right key again it
+	// is ready and runs the hook that became due meanwhile.
+	var other *pod
+	for _, p := range cc.runningPods() {
+		if p != leader {
+			other = p
+			break
+		}
+	}
+	otherKey := filepath.Join(t.TempDir(), "other.key")
+	if err := os.WriteFile(otherKey, []byte(randHex(32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	saved := slices.Clone(other.extra)
+	other.kill()
+	other.extra = append(slices.Clone(saved), "--secrets-key-file", otherKey)
+	other.start()
+	waitFor(t, startTimeout, other.name+" to say its key does not match", func() (bool, string) {
+		code, body := other.readyz()
+		return code == 503 && strings.Contains(body, "the unit agent does not start: secrets key mismatch"), fmt.Sprintf("%d %s", code, body)
+	})
+	before := len(cc.hooks(other))
+	if err := leader.setBag(10*time.Second, cc.rel, unit, map[string]string{"poke": "1"}); err != nil {
+		t.Fatal(err)
+	}
+	holdFor(t, 2*time.Second, "no hook on "+other.name+", whose key does not match", func() (bool, string) {
+		runs := cc.hooks(other)
+		return len(runs) == before, runsString(runs[before:])
+	})
+	other.kill()
+	other.extra = saved
+	other.start()
+	cc.waitReady(other)
+	waitFor(t, startTimeout, other.name+" with its key to run the relation-changed due", func() (bool, string) {
+		runs := cc.hooks(other)
+		return slices.Contains(runs[before:], hookRun{cc.unitOf(other), "cluster-relation-changed", ""}), runsString(runs[before:])
+	})
 }
 
 // hasSnapshot reports whether a data dir holds a raft snapshot.
