@@ -286,7 +286,7 @@ func (c *hookContext) CreateSecret(owner string, args hooktools.SecretUpdateArgs
 	who := c.unit
 	if owner == "application" {
 		if ok, _ := c.IsLeader(); !ok {
-			return "", errPermissionDenied
+			return "", hooktools.ErrIsNotLeader // as Juju's hook context
 		}
 		who = c.app
 	}

@@ -205,7 +205,7 @@ func TestSecretToolsAsOpsCallsThem(t *testing.T) {
 	if out := run(1, "secret-set", id, "password=x"); out != "ERROR permission denied\n" {
 		t.Fatalf("non-leader secret-set: %q", out)
 	}
-	if out := run(1, "secret-add", "password=x"); out != "ERROR permission denied\n" {
+	if out := run(1, "secret-add", "password=x"); out != "ERROR this unit is not the leader\n" {
 		t.Fatalf("non-leader secret-add: %q", out)
 	}
 	uid := strings.TrimSpace(run(0, "secret-add", "--owner", "unit", "password=mine"))
