@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -37,7 +39,9 @@ import (
 //   - the leader's pod replaced the same way keeps its unit leading: no
 //     election, no leaderless interval, no install or join again;
 //   - a leader deposed while its hook runs cannot commit the application
-//     bag it wrote.
+//     bag it wrote;
+//   - a hook interrupted by its sidecar's death (kill -9) runs again first
+//     when the sidecar restarts, before an event that came due meanwhile.
 //
 // The steps share one cluster and run in this order; each ends with every
 // unit agent idle (and the next waits for that if a step failed).
@@ -71,6 +75,7 @@ func TestBashCharmOnThreeSidecars(t *testing.T) {
 		{"a pod replaced on an empty disk at a new address sees only the churn sequence", testEmptyDiskReplacement},
 		{"the leader's pod replaced keeps the unit leading, with no election and no gap", testLeaderPodReplaced},
 		{"a leader deposed during a hook cannot commit the application bag", testDeposedLeader},
+		{"a hook interrupted by its sidecar's death runs first when it restarts", testInterruptedHookRunsFirst},
 	}
 	failed := false
 	for _, s := range steps {
@@ -99,6 +104,9 @@ func testInstallSequence(t *testing.T, cc *charmCluster) {
 		others := slices.DeleteFunc(slices.Clone(units), func(u string) bool { return u == unit })
 		if err := checkInstallSequence(cc.hooks(p), unit, p == leader, others); err != nil {
 			t.Errorf("%s (pod %s): %v\nits hooks:\n%s", unit, p.name, err, runsString(cc.hooks(p)))
+		}
+		if err := checkViews(cc.read(p, "views.log"), unit, cc.rel); err != nil {
+			t.Errorf("%s (pod %s): %v\nits views:\n%s", unit, p.name, err, cc.read(p, "views.log"))
 		}
 		if got := cc.read(p, "token-at-start"); !strings.HasPrefix(got, unit+":") {
 			t.Errorf("%s read the token %q from its charm state in start, want the one install stored (%s:...)", unit, got, unit)
@@ -159,8 +167,48 @@ func checkInstallSequence(runs []hookRun, unit string, leader bool, others []str
 	return nil
 }
 
+// checkViews checks the unit's view of the peer relation hook by hook, as
+// Juju's uniter keeps it: no relation during install; the relation from
+// relation-created on, with no member; each peer listed from its
+// relation-joined on (inside that hook too), and every listed peer one
+// whose relation-joined ran.
+func checkViews(log, unit string, rel int64) error {
+	joined := []string{}
+	for i, line := range strings.Split(strings.TrimSpace(log), "\n") {
+		f := strings.SplitN(line, " ", 4)
+		if len(f) != 4 || f[0] != unit {
+			return fmt.Errorf("line %d is %q", i+1, line)
+		}
+		hook, remote, view := f[1], f[2], f[3]
+		if hook == peerJoined {
+			joined = append(joined, remote)
+			slices.SortFunc(joined, compareUnits)
+		}
+		ids := fmt.Sprintf("ids=[replicas:%d]", rel)
+		if hook == "install" {
+			ids = "ids=[]"
+		}
+		want := ids + " list=[" + strings.Join(joined, " ") + "]"
+		if view != want {
+			return fmt.Errorf("in %s %s (hook %d) the unit saw %s, want %s", hook, remote, i+1, view, want)
+		}
+	}
+	if len(joined) == 0 {
+		return errors.New("no relation-joined in the views")
+	}
+	return nil
+}
+
+// compareUnits orders unit names by number.
+func compareUnits(a, b string) int {
+	na, _ := strconv.Atoi(a[strings.LastIndexByte(a, '/')+1:])
+	nb, _ := strconv.Atoi(b[strings.LastIndexByte(b, '/')+1:])
+	return na - nb
+}
+
 // testNonLeaderCannotWriteAppBag checks what the charm recorded when each
-// non-leader tried relation-set --app in leader-settings-changed.
+// non-leader tried relation-set --app, and status-get --application, in
+// leader-settings-changed.
 func testNonLeaderCannotWriteAppBag(t *testing.T, cc *charmCluster) {
 	leader, _ := cc.leader()
 	for _, p := range cc.runningPods() {
@@ -171,6 +219,11 @@ func testNonLeaderCannotWriteAppBag(t *testing.T, cc *charmCluster) {
 		if code != "1\n" || stderr != "ERROR cannot write relation settings\n" {
 			t.Errorf("%s: relation-set --app by a non-leader: exit %q, stderr %q; want exit 1 and stderr %q",
 				cc.unitOf(p), strings.TrimSpace(code), stderr, "ERROR cannot write relation settings\n")
+		}
+		const notLeader = "ERROR finding application status: this unit is not the leader\n"
+		if code, stderr := cc.read(p, "app-status.code"), cc.read(p, "app-status.stderr"); code != "1\n" || stderr != notLeader {
+			t.Errorf("%s: status-get --application by a non-leader: exit %q, stderr %q; want exit 1 and stderr %q",
+				cc.unitOf(p), strings.TrimSpace(code), stderr, notLeader)
 		}
 	}
 	for _, p := range cc.runningPods() {

@@ -155,3 +155,39 @@ func testLeaderPodReplaced(t *testing.T, cc *charmCluster) {
 		t.Errorf("after the replacement %s leads, want %s", cc.unitOf(nl), lUnit)
 	}
 }
+
+// testInterruptedHookRunsFirst kills a pod's sidecar (kill -9; same pod,
+// same disk) while its config-changed runs, after a peer's bag changed: as
+// Juju's uniter runs the operation it recorded, the restarted sidecar runs
+// config-changed again before the relation-changed that came due, although
+// relation events come first in the usual order.
+func testInterruptedHookRunsFirst(t *testing.T, cc *charmCluster) {
+	cc.waitOneCluster(startTimeout, "three voters before the interruption", wantVoters(3), wantMembers(3), allUnitsActive)
+	leader, leaderUnit := cc.leader()
+	p := cc.nonLeaders()[0]
+	unit := cc.unitOf(p)
+	cc.touch(p, "hold-config-changed")
+	defer cc.remove(p, "hold-config-changed", "holding")
+	base := cc.marks()
+	cc.writeConfig("colour: amber\n")
+	cc.waitFile(p, "holding")
+	if err := leader.setBag(10*time.Second, cc.rel, leaderUnit, map[string]string{"note": "written while " + unit + " was in config-changed"}); err != nil {
+		t.Fatalf("writing %s's bag: %v", leaderUnit, err)
+	}
+	p.kill()
+	cc.remove(p, "hold-config-changed", "holding")
+	p.start()
+	cc.waitReady(p)
+	// The held run, then the same hook again first; the relation-changed
+	// for the leader's bag (and the peers' colour changes) after it.
+	want := []hookRun{{unit, "config-changed", ""}, {unit, "config-changed", ""}}
+	changed := hookRun{unit, peerChanged, leaderUnit}
+	waitFor(t, startTimeout, unit+" to run the interrupted hook and the one due", func() (bool, string) {
+		return slices.Contains(cc.hooksSince(p, base), changed), runsString(cc.hooksSince(p, base))
+	})
+	cc.settle("the interrupted hook")
+	if runs := cc.hooksSince(p, base); len(runs) < len(want) || !slices.Equal(runs[:len(want)], want) {
+		t.Errorf("%s ran\n%s\nwant first the interrupted config-changed, then it again before any other hook", unit, runsString(runs))
+	}
+	cc.waitPeerBags("every unit's colour amber", colours(cc, "amber", "amber"))
+}
