@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -97,6 +98,16 @@ var validSecretID = regexp.MustCompile(`^[0-9a-v]{20}$`)
 
 // parseSecretURI accepts what Juju's ParseURI accepts: "secret:ID",
 // "secret://SOURCE/ID" or a bare ID. It returns the ID.
+// secretURIArg parses the secret URI the tools that act on one secret
+// take as their first argument, and returns the arguments after it.
+func secretURIArg(args []string) (id string, rest []string, err error) {
+	if len(args) < 1 {
+		return "", nil, errors.New("missing secret URI")
+	}
+	id, err = parseSecretURI(args[0])
+	return id, args[1:], err
+}
+
 func parseSecretURI(s string) (string, error) {
 	notValid := fmt.Errorf("secret URI %q not valid", s)
 	u, err := url.Parse(s)
@@ -238,20 +249,11 @@ func (m *secretMeta) init(now time.Time, args []string) error {
 		}
 		m.expire = t.UTC()
 	}
-	if m.rotate != "" && !contains(rotatePolicies, m.rotate) {
+	if m.rotate != "" && !slices.Contains(rotatePolicies, m.rotate) {
 		return fmt.Errorf("rotate policy %q not valid", m.rotate)
 	}
 	m.content.args = args
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // updateArgs builds the context's arguments; content is nil when none was
@@ -275,7 +277,3 @@ func (m *secretMeta) updateArgs(content map[string]string) SecretUpdateArgs {
 	}
 	return a
 }
-
-func cutSuffix(s, suffix string) (string, bool) { return strings.CutSuffix(s, suffix) }
-
-func encodeBase64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }

@@ -1,8 +1,10 @@
 package hooktools
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // secretGet is secret-get <ID> [key[#base64]].
@@ -85,7 +87,7 @@ func (c *secretGet) run(e *env) error {
 		return c.out.write(e, content)
 	}
 	key, b64 := c.key, false
-	if k, ok := cutSuffix(key, "#base64"); ok {
+	if k, ok := strings.CutSuffix(key, "#base64"); ok {
 		key, b64 = k, true
 	}
 	v, ok := content[key]
@@ -93,7 +95,7 @@ func (c *secretGet) run(e *env) error {
 		return fmt.Errorf("secret key %q %w", key, ErrSecretNotFound)
 	}
 	if b64 {
-		v = encodeBase64(v)
+		v = base64.StdEncoding.EncodeToString([]byte(v))
 	}
 	return c.out.write(e, v)
 }

@@ -50,10 +50,7 @@ func remoteAppOf(ctx Context, r Relation) string {
 }
 
 func (c *secretGrant) init(args []string) error {
-	if len(args) < 1 {
-		return errors.New("missing secret URI")
-	}
-	id, err := parseSecretURI(args[0])
+	id, rest, err := secretURIArg(args)
 	if err != nil {
 		return err
 	}
@@ -73,7 +70,7 @@ func (c *secretGrant) init(args []string) error {
 			return fmt.Errorf("cannot specify unit %q in relation to application %q", c.unit, app)
 		}
 	}
-	return checkEmpty(args[1:])
+	return checkEmpty(rest)
 }
 
 func (c *secretGrant) run(*env) error {

@@ -36,10 +36,7 @@ func (c *secretRemove) setFlags(fs *flagSet) {
 }
 
 func (c *secretRemove) init(args []string) error {
-	if len(args) < 1 {
-		return errors.New("missing secret URI")
-	}
-	id, err := parseSecretURI(args[0])
+	id, rest, err := secretURIArg(args)
 	if err != nil {
 		return err
 	}
@@ -47,7 +44,7 @@ func (c *secretRemove) init(args []string) error {
 	if _, err := strconv.Atoi(c.revision); err != nil {
 		return fmt.Errorf("invalid value %q for option --revision: %v", c.revision, errors.Unwrap(err))
 	}
-	return checkEmpty(args[1:])
+	return checkEmpty(rest)
 }
 
 func (c *secretRemove) run(*env) error {

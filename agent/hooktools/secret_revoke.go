@@ -47,10 +47,7 @@ func (c *secretRevoke) setFlags(fs *flagSet) {
 }
 
 func (c *secretRevoke) init(args []string) error {
-	if len(args) < 1 {
-		return errors.New("missing secret URI")
-	}
-	id, err := parseSecretURI(args[0])
+	id, rest, err := secretURIArg(args)
 	if err != nil {
 		return err
 	}
@@ -79,7 +76,7 @@ func (c *secretRevoke) init(args []string) error {
 	if c.app == "" && c.unit == "" {
 		return errors.New("missing relation or application or unit")
 	}
-	return checkEmpty(args[1:])
+	return checkEmpty(rest)
 }
 
 func (c *secretRevoke) run(*env) error {

@@ -1,7 +1,5 @@
 package hooktools
 
-import "errors"
-
 // secretSet is secret-set <ID> [options] [key[#base64]=value...].
 type secretSet struct {
 	ctx   Context
@@ -43,15 +41,12 @@ func (c *secretSet) setFlags(fs *flagSet) {
 }
 
 func (c *secretSet) init(args []string) error {
-	if len(args) < 1 {
-		return errors.New("missing secret URI")
-	}
-	id, err := parseSecretURI(args[0])
+	id, rest, err := secretURIArg(args)
 	if err != nil {
 		return err
 	}
 	c.id = id
-	return c.meta.init(secretNow(), args[1:])
+	return c.meta.init(secretNow(), rest)
 }
 
 func (c *secretSet) run(e *env) error {
