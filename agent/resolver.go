@@ -265,7 +265,7 @@ func dueHooks(v View, cur Cursor, yield func(Hook) bool) {
 	if !c.Started {
 		for _, r := range rels {
 			if rc := c.Relations[r.ID]; r.Peer && (rc == nil || !rc.Created) {
-				if h, _ := relationHook(c, r, HookRelationCreated, "", "", func(rc *RelationCursor) { rc.Created = true }); !yield(h) {
+				if h := relationHook(c, r, HookRelationCreated, "", "", func(rc *RelationCursor) { rc.Created = true }); !yield(h) {
 					return
 				}
 			}
@@ -338,7 +338,7 @@ func dueHooks(v View, cur Cursor, yield func(Hook) bool) {
 		r := &state.Relation{ID: id, Endpoint: rc.Endpoint, Peer: rc.Peer}
 		if units := sortedUnits(rc.Units); len(units) > 0 {
 			for _, u := range units {
-				if h, _ := relationHook(c, r, HookRelationDeparted, u, appOf(u), func(rc *RelationCursor) { delete(rc.Units, u) }, u); !yield(h) {
+				if h := relationHook(c, r, HookRelationDeparted, u, appOf(u), func(rc *RelationCursor) { delete(rc.Units, u) }, u); !yield(h) {
 					return
 				}
 			}
@@ -403,17 +403,17 @@ func leadershipHook(c Cursor, v View, leader bool, lease state.Lease, settingsRe
 func relationEvents(c Cursor, v View, r *state.Relation, leader bool, yield func(Hook) bool) (Cursor, bool) {
 	rc := c.Relations[r.ID]
 	if rc == nil || !rc.Created {
-		h, _ := relationHook(c, r, HookRelationCreated, "", "", func(rc *RelationCursor) { rc.Created = true })
+		h := relationHook(c, r, HookRelationCreated, "", "", func(rc *RelationCursor) { rc.Created = true })
 		return c, yield(h) // nothing else of the relation before it is created
 	}
 	if u := rc.ChangedPending; u != "" {
-		h, _ := relationHook(c, r, HookRelationChanged, u, appOf(u), func(rc *RelationCursor) { rc.ChangedPending = "" })
+		h := relationHook(c, r, HookRelationChanged, u, appOf(u), func(rc *RelationCursor) { rc.ChangedPending = "" })
 		return c, yield(h) // the changed due after a join comes first
 	}
 	members := Members(v.State, r, v.Unit)
 	for _, u := range sortedUnits(rc.Units) {
 		if _, ok := members[u]; !ok {
-			if h, _ := relationHook(c, r, HookRelationDeparted, u, appOf(u), func(rc *RelationCursor) { delete(rc.Units, u) }, u); !yield(h) {
+			if h := relationHook(c, r, HookRelationDeparted, u, appOf(u), func(rc *RelationCursor) { delete(rc.Units, u) }, u); !yield(h) {
 				return c, false
 			}
 		}
@@ -432,7 +432,7 @@ func relationEvents(c Cursor, v View, r *state.Relation, leader bool, yield func
 			c = c.clone()
 			c.Relations[r.ID].AppRev = appRev
 			rc = c.Relations[r.ID]
-		} else if h, _ := relationHook(c, r, HookRelationChanged, "", appOwner, func(rc *RelationCursor) { rc.AppRev = appRev }); !yield(h) {
+		} else if h := relationHook(c, r, HookRelationChanged, "", appOwner, func(rc *RelationCursor) { rc.AppRev = appRev }); !yield(h) {
 			return c, false
 		}
 	}
@@ -444,7 +444,7 @@ func relationEvents(c Cursor, v View, r *state.Relation, leader bool, yield func
 	for _, u := range names {
 		if _, ok := rc.Units[u]; !ok {
 			rev := members[u]
-			if h, _ := relationHook(c, r, HookRelationJoined, u, appOf(u), func(rc *RelationCursor) {
+			if h := relationHook(c, r, HookRelationJoined, u, appOf(u), func(rc *RelationCursor) {
 				rc.Units[u] = rev
 				rc.ChangedPending = u
 			}); !yield(h) {
@@ -454,7 +454,7 @@ func relationEvents(c Cursor, v View, r *state.Relation, leader bool, yield func
 	}
 	for _, u := range names {
 		if rev, seen := rc.Units[u]; seen && members[u] != rev {
-			if h, _ := relationHook(c, r, HookRelationChanged, u, appOf(u), func(rc *RelationCursor) { rc.Units[u] = members[u] }); !yield(h) {
+			if h := relationHook(c, r, HookRelationChanged, u, appOf(u), func(rc *RelationCursor) { rc.Units[u] = members[u] }); !yield(h) {
 				return c, false
 			}
 		}
@@ -464,7 +464,7 @@ func relationEvents(c Cursor, v View, r *state.Relation, leader bool, yield func
 
 // relationHook builds a relation hook whose Next cursor is c changed by
 // update.
-func relationHook(c Cursor, r *state.Relation, name, remoteUnit, remoteApp string, update func(*RelationCursor), departing ...string) (Hook, bool) {
+func relationHook(c Cursor, r *state.Relation, name, remoteUnit, remoteApp string, update func(*RelationCursor), departing ...string) Hook {
 	n := c.clone()
 	rc := n.Relations[r.ID]
 	if rc == nil {
@@ -479,7 +479,7 @@ func relationHook(c Cursor, r *state.Relation, name, remoteUnit, remoteApp strin
 	if len(departing) > 0 {
 		h.DepartingUnit = departing[0]
 	}
-	return h, true
+	return h
 }
 
 // Members returns the remote units of a relation with the revision of
