@@ -108,8 +108,6 @@ type Agent struct {
 	srv     *server
 	// kick wakes the hook loop (config changed).
 	kick chan struct{}
-	// secretsChecked: the secrets key was checked against the store's.
-	secretsChecked atomic.Bool
 }
 
 // New checks the configuration and returns an agent.
@@ -340,7 +338,6 @@ func (a *Agent) runUnit(ctx context.Context, unit string) error {
 				continue
 			}
 		}
-		a.checkSecretsKey(st) // secrets.go
 		// ---- actions (actions.go): the unit's queued actions run between
 		// hooks, once the charm is installed.
 		if cur.Installed && !(resuming && cur.Running != nil) && a.runNextAction(ctx, st, unit) {

@@ -257,6 +257,25 @@ func secretError(err error) error {
 	return err
 }
 
+// managedSecret returns, for a tool that changes the secret id, the key
+// (once it is known to match the store's), the hook's view of secrets and
+// the secret, which this unit must manage.
+func (c *hookContext) managedSecret(id string) (*SecretsKey, *state.State, *state.Secret, error) {
+	k, err := c.secretsKey(c.a.node.State())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	st, err := c.view()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	s, err := c.managed(st, id, "")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return k, st, s, nil
+}
+
 // managed returns a secret this unit manages, by id or by owner label.
 func (c *hookContext) managed(st *state.State, id, label string) (*state.Secret, error) {
 	leader, _ := c.IsLeader()
@@ -314,15 +333,7 @@ func deref(p *string) string {
 }
 
 func (c *hookContext) UpdateSecret(id string, args hooktools.SecretUpdateArgs) error {
-	k, err := c.secretsKey(c.a.node.State())
-	if err != nil {
-		return err
-	}
-	st, err := c.view()
-	if err != nil {
-		return err
-	}
-	s, err := c.managed(st, id, "")
+	k, _, s, err := c.managedSecret(id)
 	if err != nil {
 		return err
 	}
@@ -348,14 +359,7 @@ func (c *hookContext) UpdateSecret(id string, args hooktools.SecretUpdateArgs) e
 }
 
 func (c *hookContext) RemoveSecret(id string, revision int) error {
-	if _, err := c.secretsKey(c.a.node.State()); err != nil {
-		return err
-	}
-	st, err := c.view()
-	if err != nil {
-		return err
-	}
-	s, err := c.managed(st, id, "")
+	_, _, s, err := c.managedSecret(id)
 	if err != nil {
 		return err
 	}
@@ -484,14 +488,7 @@ func (c *hookContext) SecretInfo(id, label string) (hooktools.SecretInfo, error)
 }
 
 func (c *hookContext) GrantSecret(id string, relationID int, unit string) error {
-	if _, err := c.secretsKey(c.a.node.State()); err != nil {
-		return err
-	}
-	st, err := c.view()
-	if err != nil {
-		return err
-	}
-	s, err := c.managed(st, id, "")
+	_, st, s, err := c.managedSecret(id)
 	if err != nil {
 		return err
 	}
@@ -510,14 +507,7 @@ func (c *hookContext) GrantSecret(id string, relationID int, unit string) error 
 }
 
 func (c *hookContext) RevokeSecret(id string, relationID int, app, unit string) error {
-	if _, err := c.secretsKey(c.a.node.State()); err != nil {
-		return err
-	}
-	st, err := c.view()
-	if err != nil {
-		return err
-	}
-	s, err := c.managed(st, id, "")
+	_, _, s, err := c.managedSecret(id)
 	if err != nil {
 		return err
 	}
@@ -550,19 +540,5 @@ func secretEnv(env map[string]string, h Hook) {
 	}
 	if h.Secret.Revision > 0 {
 		env["JUJU_SECRET_REVISION"] = fmt.Sprint(h.Secret.Revision)
-	}
-}
-
-// checkSecretsKey logs, once the member has caught up, whether the
-// sidecar's key can read the store's secrets. A pod with another key (or
-// none) runs no hook: the sidecar's readiness (Config.Ready) says why.
-func (a *Agent) checkSecretsKey(st *state.State) {
-	if a.secretsChecked.Swap(true) {
-		return
-	}
-	if err := CheckSecretsKey(st, a.cfg.SecretsKey); err != nil {
-		a.log.Error("secrets key check failed", "err", err)
-	} else if a.cfg.SecretsKey != nil {
-		a.log.Info("secrets enabled", "key_id", a.cfg.SecretsKey.ID())
 	}
 }

@@ -91,6 +91,9 @@ func (s *Sidecar) startAgent() error {
 		return err
 	}
 	s.agent, s.secretsKey = ua, as.SecretsKey
+	if as.SecretsKey != nil {
+		s.log.Info("secrets enabled", "key_id", as.SecretsKey.ID())
+	}
 	return nil
 }
 

@@ -99,6 +99,9 @@ func (s *Sidecar) Ready() (bool, string) {
 		// secrets does not start (a pod of an application with secrets
 		// needs the key its secrets were sealed with).
 		if err := agent.CheckSecretsKey(s.node.State(), s.secretsKey); err != nil {
+			if !s.secretsKeyLogged.Swap(true) {
+				s.log.Error("secrets key check failed", "err", err)
+			}
 			return false, "the unit agent does not start: " + err.Error()
 		}
 	}

@@ -249,6 +249,9 @@ type Sidecar struct {
 	agent    *unitAgent
 	// secretsKey is the unit agent's key for the application's secrets (nil: none).
 	secretsKey *agent.SecretsKey
+	// secretsKeyLogged: a key that cannot read the store's secrets was
+	// logged (once; Ready says it on every probe).
+	secretsKeyLogged atomic.Bool
 	// relations is nil without a relations file.
 	relations *relations
 
