@@ -8,6 +8,7 @@ package render
 import (
 	"fmt"
 	"path"
+	"runtime/debug"
 	"sort"
 	"strings"
 
@@ -55,11 +56,16 @@ type Result struct {
 }
 
 // Capabilities returns Helm's default capabilities with the Kubernetes
-// version set to v (as `helm template --kube-version` does).
+// version set to v (as `helm template --kube-version` does). Without v, the
+// version is that of the k8s.io/client-go this is built with, as in a helm
+// binary (the SDK alone would say v1.20.0).
 func Capabilities(v string) (*chartutil.Capabilities, error) {
 	caps := chartutil.DefaultCapabilities.Copy()
 	if v == "" {
-		return caps, nil
+		v = clientGoKubeVersion()
+		if v == "" {
+			return caps, nil
+		}
 	}
 	kv, err := chartutil.ParseKubeVersion(v)
 	if err != nil {
@@ -67,6 +73,26 @@ func Capabilities(v string) (*chartutil.Capabilities, error) {
 	}
 	caps.KubeVersion = *kv
 	return caps, nil
+}
+
+// clientGoKubeVersion is 1.N.P for k8s.io/client-go v0.N.P.
+func clientGoKubeVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	for _, m := range bi.Deps {
+		if m.Path != "k8s.io/client-go" {
+			continue
+		}
+		if m.Replace != nil {
+			m = m.Replace
+		}
+		if rest, ok := strings.CutPrefix(m.Version, "v0."); ok {
+			return "1." + rest
+		}
+	}
+	return ""
 }
 
 // MergeValues merges the value files, the --set expressions and extra the
