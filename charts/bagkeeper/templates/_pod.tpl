@@ -58,7 +58,11 @@ seccompProfile:
 - --data-dir=/var/lib/bagkeeper
 - --bootstrap-expect={{ include "bagkeeper.voters" . }}
 - --voters={{ include "bagkeeper.voters" . }}
+{{- if eq .Values.workload "Deployment" }}
+{{- /* A StatefulSet's ordinals are its scale: --units is for pods without
+   one, and left out there, scaling a StatefulSet restarts no pod. */}}
 - --units={{ .Values.replicas }}
+{{- end }}
 - --unit-takeover-after={{ .Values.sidecar.unitTakeoverAfter }}
 - --hook-runner=remote
 - --agent-socket=/run/bagkeeper/agent.sock
