@@ -56,6 +56,7 @@ type tc struct {
 	replicas    int
 	tls         bool // mutual TLS from a Secret
 	certManager bool // the Secret from a cert-manager Certificate
+	voters      int  // sidecar.voters; 0: the chart's default
 }
 
 func (c tc) String() string {
@@ -65,6 +66,9 @@ func (c tc) String() string {
 	}
 	if c.certManager {
 		s += "+cert-manager"
+	}
+	if c.voters != 0 {
+		s += fmt.Sprintf(",voters=%d", c.voters)
 	}
 	return s
 }
@@ -82,13 +86,20 @@ func (c tc) values() map[string]any {
 		}
 		v["tls"] = t
 	}
+	if c.voters != 0 {
+		v["sidecar"] = map[string]any{"voters": c.voters}
+	}
 	return v
 }
 
 // voters is what the chart documents (charts/bagkeeper/templates/_names.tpl,
 // bagkeeper.voters): sidecar.voters, never more than the pods, and odd.
-func (c tc) voters() int {
-	v := min(defaultVoters, c.replicas)
+func (c tc) groupVoters() int {
+	v := defaultVoters
+	if c.voters != 0 {
+		v = c.voters
+	}
+	v = min(v, c.replicas)
 	if v%2 == 0 {
 		v--
 	}
@@ -110,7 +121,9 @@ func matrix() []tc {
 		for _, w := range []string{"StatefulSet", "Deployment"} {
 			cases = append(cases,
 				tc{kube: k, workload: w, persistence: true, replicas: 3, tls: true},
-				tc{kube: k, workload: w, persistence: true, replicas: 3, tls: true, certManager: true})
+				tc{kube: k, workload: w, persistence: true, replicas: 3, tls: true, certManager: true},
+				tc{kube: k, workload: w, persistence: true, replicas: 5, voters: 5},
+				tc{kube: k, workload: w, persistence: true, replicas: 4, voters: 5})
 		}
 	}
 	return cases
@@ -296,6 +309,7 @@ func checkContract(t tb, r *rendered) {
 		mount := mountFor(sidecar, args["--data-dir"])
 		if mount == nil {
 			t.Fatalf("--data-dir %q is not on a volume of the sidecar", args["--data-dir"])
+			return
 		}
 		vol := volume(spec, mount.Name)
 		claim := false
@@ -320,14 +334,21 @@ func checkContract(t tb, r *rendered) {
 	})
 
 	run(t, "sidecar flags", func(t tb) {
-		if got, want := args["--bootstrap-expect"], strconv.Itoa(c.voters()); got != want {
+		if got, want := args["--bootstrap-expect"], strconv.Itoa(c.groupVoters()); got != want {
 			t.Errorf("--bootstrap-expect=%s, want %s (min(replicas, voters), odd)", got, want)
 		}
-		if got, want := args["--voters"], strconv.Itoa(c.voters()); got != want {
+		if got, want := args["--voters"], strconv.Itoa(c.groupVoters()); got != want {
 			t.Errorf("--voters=%s, want %s", got, want)
 		}
-		if got, want := args["--units"], strconv.Itoa(c.replicas); got != want {
-			t.Errorf("--units=%s, want %s", got, want)
+		// --units: the declared scale, for pods without an ordinal. The
+		// chart documents (values.yaml, replicas) that a Deployment's pods
+		// get it and a StatefulSet's do not (their ordinals imply it).
+		units, ok := args["--units"]
+		switch {
+		case c.workload == "Deployment" && units != strconv.Itoa(c.replicas):
+			t.Errorf("Deployment: --units=%q, want %d (replicas)", units, c.replicas)
+		case c.workload == "StatefulSet" && ok:
+			t.Errorf("StatefulSet: --units=%s given, which the chart documents it leaves out", units)
 		}
 		if headless == nil {
 			return
@@ -367,14 +388,17 @@ func checkContract(t tb, r *rendered) {
 		sock := args["--agent-socket"]
 		if sock == "" {
 			t.Fatal("sidecar has no --agent-socket")
+			return
 		}
 		sm := mountFor(sidecar, sock)
 		if sm == nil {
 			t.Fatalf("socket %s is on no volume of the sidecar", sock)
+			return
 		}
 		charms := charmContainers(spec, sidecar)
 		if len(charms) == 0 {
 			t.Fatal("no charm container")
+			return
 		}
 		for _, cc := range charms {
 			cm := mountFor(&cc, sock)
@@ -406,6 +430,7 @@ func checkContract(t tb, r *rendered) {
 	run(t, "headless service", func(t tb) {
 		if headless == nil {
 			t.Fatal("no headless service")
+			return
 		}
 		if !headless.Spec.PublishNotReadyAddresses {
 			t.Error("publishNotReadyAddresses is not true")
@@ -453,7 +478,7 @@ func checkContract(t tb, r *rendered) {
 	})
 
 	run(t, "disruption budget", func(t tb) {
-		n := c.voters()
+		n := c.groupVoters()
 		if n == 1 {
 			// The chart documents (bagkeeper.podDisruptionBudget) that a
 			// single voter gets no budget: maxUnavailable 0 would block
@@ -465,6 +490,7 @@ func checkContract(t tb, r *rendered) {
 		}
 		if len(r.pdbs) != 1 {
 			t.Fatalf("%d disruption budgets, want 1", len(r.pdbs))
+			return
 		}
 		s := r.pdbs[0].Spec
 		quorum := n/2 + 1
@@ -473,6 +499,7 @@ func checkContract(t tb, r *rendered) {
 			mu, err := intstr.GetScaledValueFromIntOrPercent(s.MaxUnavailable, c.replicas, true)
 			if err != nil {
 				t.Fatal(err)
+				return
 			}
 			if mu > n-quorum {
 				t.Errorf("maxUnavailable %s of %d voters loses the quorum of %d", s.MaxUnavailable.String(), n, quorum)
@@ -484,6 +511,7 @@ func checkContract(t tb, r *rendered) {
 			ma, err := intstr.GetScaledValueFromIntOrPercent(s.MinAvailable, c.replicas, true)
 			if err != nil {
 				t.Fatal(err)
+				return
 			}
 			// Every pod may be a voter: the budget must keep a quorum of
 			// the voters even if all the disrupted pods are voters.
@@ -528,6 +556,7 @@ func checkContract(t tb, r *rendered) {
 		eval, err := psapolicy.NewEvaluator(psapolicy.DefaultChecks(), nil)
 		if err != nil {
 			t.Fatal(err)
+			return
 		}
 		for name, s := range specs {
 			for _, ct := range allContainers(s) {
@@ -623,6 +652,7 @@ func checkContract(t tb, r *rendered) {
 	run(t, "helm test", func(t tb) {
 		if len(r.testPods) == 0 {
 			t.Fatal("no helm test pod")
+			return
 		}
 		for _, p := range r.testPods {
 			if p.Spec.RestartPolicy != corev1.RestartPolicyNever {
@@ -1006,6 +1036,7 @@ func checkTLS(t tb, r *rendered, spec *corev1.PodSpec, sidecar *corev1.Container
 	}
 	if len(r.certs) != 1 {
 		t.Fatalf("%d Certificates, want 1", len(r.certs))
+		return
 	}
 	cert := r.certs[0]
 	if cert.Spec.SecretName != secret {

@@ -88,7 +88,8 @@ func TestContractChecksFail(t *testing.T) {
 			v.HostPath = &corev1.HostPathVolumeSource{Path: "/data"}
 		}},
 		{"bootstrap-expect", sts5, "sidecar flags", func(r *rendered) { setArg(r, "--bootstrap-expect", "5") }},
-		{"units", sts5, "sidecar flags", func(r *rendered) { setArg(r, "--units", "3") }},
+		{"units", dep, "sidecar flags", func(r *rendered) { setArg(r, "--units", "5") }},
+		{"units on a StatefulSet", sts, "sidecar flags", func(r *rendered) { sidecarOf(r).Args = append(sidecarOf(r).Args, "--units=3") }},
 		{"advertise", sts, "sidecar flags", func(r *rendered) { setArg(r, "--advertise", "$(POD_IP):7400") }},
 		{"plain sidecar on 1.31", sts, "native sidecar", func(r *rendered) {
 			s := r.template().Spec

@@ -11,6 +11,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -22,29 +23,33 @@ type list []string
 func (l *list) String() string     { return strings.Join(*l, ",") }
 func (l *list) Set(v string) error { *l = append(*l, v); return nil }
 
-func main() {
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(argv []string, stdout, stderr io.Writer) int {
 	var o render.Options
 	var files, sets list
 	fs := flag.NewFlagSet("render", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	fs.StringVar(&o.Chart, "chart", "", "chart `directory` (required)")
 	fs.StringVar(&o.KubeVersion, "kube-version", "", "Kubernetes `version` the render is for, e.g. 1.31.0 (default: Helm's)")
 	fs.StringVar(&o.Release, "release", "release-name", "release `name`")
 	fs.StringVar(&o.Namespace, "namespace", "default", "release `namespace`")
 	fs.Var(&files, "f", "values `file` (repeatable; later ones win)")
 	fs.Var(&sets, "set", "`key=value` in Helm's --set syntax (repeatable; after the files)")
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		os.Exit(2)
+	if err := fs.Parse(argv); err != nil {
+		return 2
 	}
 	if o.Chart == "" || fs.NArg() > 0 {
-		fmt.Fprintln(os.Stderr, "render: give --chart and no arguments")
+		fmt.Fprintln(stderr, "render: give --chart and no arguments")
 		fs.Usage()
-		os.Exit(2)
+		return 2
 	}
 	o.ValueFiles, o.Set = files, sets
 	res, err := render.Render(o)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "render:", err)
-		os.Exit(1)
+		fmt.Fprintln(stderr, "render:", err)
+		return 1
 	}
-	fmt.Print(res.YAML())
+	fmt.Fprint(stdout, res.YAML())
+	return 0
 }
