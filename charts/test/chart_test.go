@@ -34,7 +34,6 @@ const (
 	namespace = "apps"
 	// The chart's defaults these tests rely on (values.yaml).
 	defaultVoters = 3
-	clusterDomain = "cluster.local"
 	// docs/operations.md, "Graceful termination": terminationGracePeriodSeconds
 	// must cover the longest hook (the sidecar kills a running hook 30 s after
 	// the stop began) plus the stop hook plus 30 s.
@@ -54,9 +53,12 @@ type tc struct {
 	workload    string // StatefulSet or Deployment
 	persistence bool
 	replicas    int
-	tls         bool // mutual TLS from a Secret
-	certManager bool // the Secret from a cert-manager Certificate
-	voters      int  // sidecar.voters; 0: the chart's default
+	tls         bool           // mutual TLS from a Secret
+	certManager bool           // the Secret from a cert-manager Certificate
+	voters      int            // sidecar.voters; 0: the chart's default
+	release     string         // the release name; "" is the package's release
+	extra       map[string]any // more values, merged over the others
+	label       string         // names a case with extra values
 }
 
 func (c tc) String() string {
@@ -69,6 +71,9 @@ func (c tc) String() string {
 	}
 	if c.voters != 0 {
 		s += fmt.Sprintf(",voters=%d", c.voters)
+	}
+	if c.label != "" {
+		s += "," + c.label
 	}
 	return s
 }
@@ -89,7 +94,7 @@ func (c tc) values() map[string]any {
 	if c.voters != 0 {
 		v["sidecar"] = map[string]any{"voters": c.voters}
 	}
-	return v
+	return merge(v, c.extra)
 }
 
 // voters is what the chart documents (charts/bagkeeper/templates/_names.tpl,
@@ -102,6 +107,44 @@ func (c tc) groupVoters() int {
 	v = min(v, c.replicas)
 	if v%2 == 0 {
 		v--
+	}
+	return v
+}
+
+func (c tc) releaseName() string {
+	if c.release != "" {
+		return c.release
+	}
+	return release
+}
+
+// merge returns b merged over a, tables key by key.
+func merge(a, b map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		bv, bok := v.(map[string]any)
+		av, aok := out[k].(map[string]any)
+		if bok && aok {
+			out[k] = merge(av, bv)
+		} else {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// value returns the value at a dotted path of the values the templates saw.
+func (r *rendered) value(p string) any {
+	var v any = r.res.Values
+	for _, k := range strings.Split(p, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[k]
 	}
 	return v
 }
@@ -192,7 +235,7 @@ func lintChart(t *testing.T, kubeVersion string, vals map[string]any) {
 
 func renderCase(t *testing.T, c tc) *rendered {
 	t.Helper()
-	res, err := render.Render(render.Options{Chart: demoChart, KubeVersion: c.kube, Release: release, Namespace: namespace, Values: c.values()})
+	res, err := render.Render(render.Options{Chart: demoChart, KubeVersion: c.kube, Release: c.releaseName(), Namespace: namespace, Values: c.values()})
 	if err != nil {
 		t.Fatalf("render: %v", err)
 	}
@@ -354,7 +397,7 @@ func checkContract(t tb, r *rendered) {
 			return
 		}
 		raft := containerPort(sidecar, "raft")
-		want := fmt.Sprintf("$(POD_NAME).%s.$(POD_NAMESPACE).svc.%s:%d", headless.Name, clusterDomain, raft)
+		want := fmt.Sprintf("$(POD_NAME).%s.$(POD_NAMESPACE).svc.%s:%d", headless.Name, r.value("clusterDomain"), raft)
 		if got := args["--advertise"]; got != want {
 			t.Errorf("--advertise=%s, want %s", got, want)
 		}
@@ -364,7 +407,15 @@ func checkContract(t tb, r *rendered) {
 	})
 
 	run(t, "native sidecar", func(t tb) {
+		// sidecar.native: auto (the default) is native from 1.29 on;
+		// true or false force it (the chart documents it).
 		wantNative := c.kube >= "1.29"
+		switch fmt.Sprint(r.value("sidecar.native")) {
+		case "true":
+			wantNative = true
+		case "false":
+			wantNative = false
+		}
 		if native != wantNative {
 			t.Errorf("kube %s: sidecar is an init container: %t, want %t", c.kube, native, wantNative)
 		}
@@ -478,6 +529,12 @@ func checkContract(t tb, r *rendered) {
 	})
 
 	run(t, "disruption budget", func(t tb) {
+		if r.value("podDisruptionBudget.enabled") == false {
+			if len(r.pdbs) != 0 {
+				t.Errorf("podDisruptionBudget.enabled=false and a budget rendered")
+			}
+			return
+		}
 		n := c.groupVoters()
 		if n == 1 {
 			// The chart documents (bagkeeper.podDisruptionBudget) that a
@@ -623,7 +680,7 @@ func checkContract(t tb, r *rendered) {
 		if _, ok := args["--insecure"]; ok {
 			t.Error("the sidecar runs with --insecure")
 		}
-		if c.tls {
+		if r.value("tls.enabled") == true {
 			checkTLS(t, r, spec, sidecar, args, headless)
 			for _, f := range []string{"--join-token", "--join-token-file"} {
 				if _, ok := args[f]; ok {
@@ -650,6 +707,12 @@ func checkContract(t tb, r *rendered) {
 	})
 
 	run(t, "helm test", func(t tb) {
+		if r.value("tests.enabled") == false {
+			if len(r.testPods) != 0 {
+				t.Errorf("tests.enabled=false and a test pod rendered")
+			}
+			return
+		}
 		if len(r.testPods) == 0 {
 			t.Fatal("no helm test pod")
 			return
@@ -667,7 +730,7 @@ func checkContract(t tb, r *rendered) {
 					}
 				}
 				if headless != nil && runs {
-					want := fmt.Sprintf("%s.%s.svc.%s:%d", headless.Name, namespace, clusterDomain, containerPort(sidecar, "http"))
+					want := fmt.Sprintf("%s.%s.svc.%s:%d", headless.Name, namespace, r.value("clusterDomain"), containerPort(sidecar, "http"))
 					if !strings.Contains(strings.Join(cmd, " "), want) {
 						t.Errorf("test pod %s does not ask %s: %v", p.Name, want, cmd)
 					}
@@ -1028,7 +1091,7 @@ func checkTLS(t tb, r *rendered, spec *corev1.PodSpec, sidecar *corev1.Container
 	for n := range names {
 		secret = n
 	}
-	if !r.c.certManager {
+	if r.value("tls.certManager.enabled") != true {
 		if len(r.certs) != 0 {
 			t.Errorf("a Certificate without tls.certManager.enabled")
 		}
@@ -1043,7 +1106,7 @@ func checkTLS(t tb, r *rendered, spec *corev1.PodSpec, sidecar *corev1.Container
 		t.Errorf("the Certificate fills secret %s, the pods mount %s", cert.Spec.SecretName, secret)
 	}
 	if headless != nil {
-		host := fmt.Sprintf("pod-0.%s.%s.svc.%s", headless.Name, namespace, clusterDomain)
+		host := fmt.Sprintf("pod-0.%s.%s.svc.%s", headless.Name, namespace, r.value("clusterDomain"))
 		if !coversHost(cert.Spec.DNSNames, host) {
 			t.Errorf("the Certificate's dnsNames %v do not cover the advertised names (%s)", cert.Spec.DNSNames, host)
 		}
@@ -1094,6 +1157,18 @@ func checkJoinToken(t tb, r *rendered, spec *corev1.PodSpec, sidecar *corev1.Con
 	if name == "" {
 		return
 	}
+	if existing, _ := r.value("joinToken.existingSecret").(string); existing != "" {
+		// The operator's own Secret: mounted, not made.
+		if name != existing {
+			t.Errorf("joinToken.existingSecret=%s, the pods mount secret %s", existing, name)
+		}
+		for _, s := range r.secrets {
+			if s.Name == existing {
+				t.Errorf("the chart renders the operator's existing secret %s", existing)
+			}
+		}
+		return
+	}
 	for _, s := range r.secrets {
 		if s.Name == name {
 			if _, ok := s.Data[key]; !ok {
@@ -1105,6 +1180,61 @@ func checkJoinToken(t tb, r *rendered, spec *corev1.PodSpec, sidecar *corev1.Con
 		}
 	}
 	t.Errorf("the join token's secret %s is not rendered", name)
+}
+
+// TestValueOptions renders the chart with the values the matrix leaves at
+// their defaults and checks the same contract.
+func TestValueOptions(t *testing.T) {
+	needChart(t)
+	base := tc{kube: "1.31.0", workload: "StatefulSet", persistence: true, replicas: 3}
+	with := func(c tc, label string, extra map[string]any) tc {
+		c.label, c.extra = label, extra
+		return c
+	}
+	dep := base
+	dep.workload = "Deployment"
+	old := base
+	old.kube = "1.28.0"
+	long := with(base, "long release name", nil)
+	long.release = strings.Repeat("r", 53) // helm's longest
+	for _, c := range []tc{
+		with(base, "hard anti-affinity and spread", map[string]any{"antiAffinity": "hard", "topologySpread": map[string]any{"enabled": true}}),
+		with(dep, "no anti-affinity", map[string]any{"antiAffinity": "none"}),
+		with(base, "existing join token", map[string]any{"joinToken": map[string]any{"existingSecret": "operator-token"}}),
+		with(dep, "no budget, no tests", map[string]any{"podDisruptionBudget": map[string]any{"enabled": false}, "tests": map[string]any{"enabled": false}}),
+		with(base, "charm user and image", map[string]any{"charm": map[string]any{"runAsUser": 1000, "image": map[string]any{"repository": "example/charm", "tag": "1"}}}),
+		with(old, "scheduling and metadata", map[string]any{
+			"app": "mydb", "imagePullSecrets": []any{map[string]any{"name": "regcred"}},
+			"nodeSelector": map[string]any{"disk": "ssd"}, "tolerations": []any{map[string]any{"key": "k", "operator": "Exists", "effect": "NoSchedule"}},
+			"priorityClassName": "high", "podAnnotations": map[string]any{"example.com/a": "b"}, "podLabels": map[string]any{"team": "db"},
+		}),
+		with(base, "charm config", map[string]any{"charm": map[string]any{"config": map[string]any{"greeting": "hi", "port": 5432}}}),
+		with(base, "cluster issuer, own secret name, other domain", map[string]any{"clusterDomain": "k8s.example", "tls": map[string]any{"enabled": true, "secretName": "peers-tls",
+			"certManager": map[string]any{"enabled": true, "issuerRef": map[string]any{"name": "ca", "kind": "ClusterIssuer"}}}}),
+		with(base, "plain sidecar forced", map[string]any{"sidecar": map[string]any{"native": false}}),
+		with(dep, "extra args", map[string]any{"sidecar": map[string]any{"extraArgs": []any{"--update-status-interval=10m"}}}),
+		long,
+	} {
+		t.Run(c.String(), func(t *testing.T) {
+			t.Parallel()
+			lintChart(t, c.kube, c.values())
+			r := renderCase(t, c)
+			checkContract(t, r)
+		})
+	}
+}
+
+// TestLintLibrary lints the library chart on its own, as helm lint does.
+func TestLintLibrary(t *testing.T) {
+	needChart(t)
+	l := lint.AllWithKubeVersion(filepath.Join(demoChart, "..", "bagkeeper"), nil, namespace, nil)
+	for _, m := range l.Messages {
+		if m.Severity >= support.WarningSev {
+			t.Errorf("helm lint charts/bagkeeper: %s", m.Error())
+		} else {
+			t.Logf("helm lint charts/bagkeeper: %s", m.Error())
+		}
+	}
 }
 
 // TestSchema checks values.schema.json: self-contained, and refusing bad

@@ -161,6 +161,9 @@ func TestContractChecksFail(t *testing.T) {
 			y := true
 			r.template().Spec.InitContainers[0].SecurityContext.AllowPrivilegeEscalation = &y
 		}},
+		{"host path volume (pod security only)", sts, "security context", func(r *rendered) {
+			r.template().Spec.Volumes = append(r.template().Spec.Volumes, corev1.Volume{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}})
+		}},
 		{"no memory limit", sts, "memory limit", func(r *rendered) {
 			sidecarOf(r).Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
 		}},
