@@ -459,6 +459,57 @@ func checkContract(t tb, r *rendered) {
 			if s := flagArgs(&cc)["--agent-socket"]; s != "" && s != sock {
 				t.Errorf("charm container %s uses socket %s, the sidecar %s", cc.Name, s, sock)
 			}
+			// The socket answers its own user and the --hook-uids
+			// (docs/kubernetes.md, shared volumes).
+			if u, su := runAsUser(spec, &cc), runAsUser(spec, sidecar); u != su {
+				uids := strings.Split(args["--hook-uids"], ",")
+				found := false
+				for _, x := range uids {
+					if strings.TrimSpace(x) == strconv.FormatInt(u, 10) {
+						found = true
+					}
+				}
+				if !found {
+					t.Errorf("charm container %s runs as %d, the sidecar as %d, and --hook-uids=%q does not allow it", cc.Name, u, su, args["--hook-uids"])
+				}
+			}
+		}
+	})
+
+	run(t, "paths on volumes", func(t tb) {
+		// The root file systems are read-only: what a container writes
+		// must be on a writable mount, and what it reads from the pod's
+		// shared files on a mount at all.
+		writes := map[string]bool{"--data-dir": true, "--agent-socket": true, "--tools-dir": true, "--to": true, "--charm-to": true}
+		reads := []string{"--charm-dir", "--charm-config", "--relations-file", "--tls-cert", "--tls-key", "--tls-ca", "--join-token-file", "--hook-tool", "--secrets-key-file"}
+		for _, ct := range allContainers(spec) {
+			fa := flagArgs(&ct)
+			for f := range writes {
+				p, ok := fa[f]
+				if !ok {
+					continue
+				}
+				m := mountFor(&ct, p)
+				if m == nil || m.ReadOnly {
+					t.Errorf("container %s: %s=%s is not on a writable volume", ct.Name, f, p)
+				}
+			}
+			for _, f := range reads {
+				if p, ok := fa[f]; ok && mountFor(&ct, p) == nil {
+					t.Errorf("container %s: %s=%s is on no volume", ct.Name, f, p)
+				}
+			}
+		}
+		used := map[string]bool{}
+		for _, ct := range allContainers(spec) {
+			for _, m := range ct.VolumeMounts {
+				used[m.Name] = true
+			}
+		}
+		for _, v := range spec.Volumes {
+			if !used[v.Name] {
+				t.Errorf("volume %s is mounted by no container", v.Name)
+			}
 		}
 	})
 
@@ -855,6 +906,17 @@ func flagArgs(c *corev1.Container) map[string]string {
 		}
 	}
 	return out
+}
+
+// runAsUser is the user a container runs as (-1: the image's).
+func runAsUser(spec *corev1.PodSpec, c *corev1.Container) int64 {
+	if c.SecurityContext != nil && c.SecurityContext.RunAsUser != nil {
+		return *c.SecurityContext.RunAsUser
+	}
+	if spec.SecurityContext != nil && spec.SecurityContext.RunAsUser != nil {
+		return *spec.SecurityContext.RunAsUser
+	}
+	return -1
 }
 
 func allContainers(spec *corev1.PodSpec) []corev1.Container {

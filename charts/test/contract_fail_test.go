@@ -119,6 +119,21 @@ func TestContractChecksFail(t *testing.T) {
 			}
 			c.VolumeMounts = ms
 		}},
+		{"charm user not allowed on the socket", sts, "hook tools socket", func(r *rendered) {
+			u := int64(4242)
+			charm(r).SecurityContext.RunAsUser = &u
+		}},
+		{"data on a read-only mount", sts, "paths on volumes", func(r *rendered) {
+			c := sidecarOf(r)
+			for i, m := range c.VolumeMounts {
+				if m.Name == "data" {
+					c.VolumeMounts[i].ReadOnly = true
+				}
+			}
+		}},
+		{"unused volume", sts, "paths on volumes", func(r *rendered) {
+			r.template().Spec.Volumes = append(r.template().Spec.Volumes, corev1.Volume{Name: "spare", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		}},
 		{"pod uid", sts, "downward API", func(r *rendered) {
 			for i, e := range sidecarOf(r).Env {
 				if e.Name == "POD_UID" {

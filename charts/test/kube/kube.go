@@ -28,6 +28,7 @@ package kube
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -128,6 +129,24 @@ func (c *Certificate) Validate() error {
 	default:
 		if c.Spec.IssuerRef.Group == "" || c.Spec.IssuerRef.Group == "cert-manager.io" {
 			errs = append(errs, fmt.Sprintf("spec.issuerRef.kind %q is not Issuer or ClusterIssuer", c.Spec.IssuerRef.Kind))
+		}
+	}
+	// cert-manager's webhook: a duration of at least an hour, renewed
+	// before it ends.
+	var d, rb time.Duration
+	var err error
+	if c.Spec.Duration != "" {
+		if d, err = time.ParseDuration(c.Spec.Duration); err != nil {
+			errs = append(errs, "spec.duration: "+err.Error())
+		} else if d < time.Hour {
+			errs = append(errs, fmt.Sprintf("spec.duration %s is under an hour", d))
+		}
+	}
+	if c.Spec.RenewBefore != "" {
+		if rb, err = time.ParseDuration(c.Spec.RenewBefore); err != nil {
+			errs = append(errs, "spec.renewBefore: "+err.Error())
+		} else if d != 0 && rb >= d {
+			errs = append(errs, fmt.Sprintf("spec.renewBefore %s is not shorter than spec.duration %s", rb, d))
 		}
 	}
 	if len(errs) > 0 {

@@ -19,7 +19,9 @@ spec:
   template:
     metadata: {labels: {a: c}}
     spec: {containers: [{name: c, image: i}]}`, "spec.template.metadata.labels"},
-		"pdb both": {"policy/v1", "PodDisruptionBudget", "metadata: {name: p}\nspec: {minAvailable: 1, maxUnavailable: 1}", "spec"},
+		"certificate renews after it ends": {"cert-manager.io/v1", "Certificate", "metadata: {name: c}\nspec: {secretName: s, commonName: x, issuerRef: {name: ca}, duration: 24h, renewBefore: 48h}", "renewBefore"},
+		"certificate without issuer":       {"cert-manager.io/v1", "Certificate", "metadata: {name: c}\nspec: {secretName: s, commonName: x, issuerRef: {name: \"\"}}", "issuerRef"},
+		"pdb both":                         {"policy/v1", "PodDisruptionBudget", "metadata: {name: p}\nspec: {minAvailable: 1, maxUnavailable: 1}", "spec"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			obj, err := DecodeStrict(tc.apiVersion, tc.kind, "apiVersion: "+tc.apiVersion+"\nkind: "+tc.kind+"\n"+tc.doc)
