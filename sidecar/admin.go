@@ -213,9 +213,9 @@ func (a *adminServer) GetBags(ctx context.Context, req *adminpb.GetBagsRequest) 
 	resp := &adminpb.GetBagsResponse{Index: st.Index(), NotReadyReason: notReady}
 	rels := st.Relations()
 	if req.GetRelationId() >= 0 {
-		r, ok := st.Relation(req.GetRelationId())
-		if !ok {
-			return nil, status.Errorf(codes.NotFound, "relation %d not found", req.GetRelationId())
+		r, err := namedRelation(st, req.GetRelationId(), req.GetEndpoint())
+		if err != nil {
+			return nil, err
 		}
 		rels = []*state.Relation{r}
 	}
@@ -227,10 +227,33 @@ func (a *adminServer) GetBags(ctx context.Context, req *adminpb.GetBagsRequest) 
 			resp.Bags = append(resp.Bags, &adminpb.Bag{RelationId: r.ID, Relation: r.Key(), Owner: b.Owner, Data: b.Data.Map(), Revision: b.Revision})
 		}
 	}
+	if o := req.GetOwner(); o != "" && len(resp.Bags) == 0 {
+		// An owner with no bag at all: a unit or the application of this
+		// group has none yet; anything else is a mistake.
+		if _, ok := st.Unit(o); !ok && o != st.App() {
+			return nil, status.Errorf(codes.NotFound, "%s has no bag here: it is neither a unit of %s nor an application in its relations", o, st.App())
+		}
+	}
 	return resp, nil
 }
 
+// namedRelation returns relation id, which must be on endpoint when that
+// is given (the caller named it endpoint:id).
+func namedRelation(st *state.State, id int64, endpoint string) (*state.Relation, error) {
+	r, ok := st.Relation(id)
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "relation %d not found", id)
+	}
+	if endpoint != "" && r.Endpoint != endpoint {
+		return nil, status.Errorf(codes.InvalidArgument, "relation %d is %s, not on endpoint %q", id, r.Key(), endpoint)
+	}
+	return r, nil
+}
+
 func (a *adminServer) SetBag(ctx context.Context, req *adminpb.SetBagRequest) (*adminpb.SetBagResponse, error) {
+	if _, err := namedRelation(a.n.State(), req.GetRelationId(), req.GetEndpoint()); err != nil {
+		return nil, err
+	}
 	res, err := a.n.Apply(ctx, state.NewCommand(state.UpdateBagOp(req.GetRelationId(), req.GetOwner(), req.GetSet(), req.GetDelete()...)))
 	if err != nil {
 		return nil, commandStatus(err)

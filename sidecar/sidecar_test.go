@@ -14,7 +14,9 @@ import (
 
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/bagkeeper/bagkeeper/raftstore"
@@ -150,6 +152,25 @@ func TestProbesMetricsAndAdminOfARunningSidecar(t *testing.T) {
 	}
 	if _, err := admin.SetBag(ctx, &adminpb.SetBagRequest{RelationId: rel.GetRelationId(), Owner: "app/9", Set: map[string]string{"k": "v"}}); err == nil || !strings.Contains(err.Error(), "app/9 does not exist") {
 		t.Fatalf("write to an unknown unit: %v", err)
+	}
+	// A relation named endpoint:id must be on that endpoint; an owner that
+	// is no unit or application of the group is a mistake, not "{}".
+	if _, err := admin.SetBag(ctx, &adminpb.SetBagRequest{RelationId: rel.GetRelationId(), Endpoint: "wrong", Owner: "app/0", Set: map[string]string{"k": "w"}}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `not on endpoint "wrong"`) {
+		t.Fatalf("write through the wrong endpoint: %v", err)
+	}
+	if _, err := admin.GetBags(ctx, &adminpb.GetBagsRequest{RelationId: rel.GetRelationId(), Endpoint: "wrong"}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("read through the wrong endpoint: %v", err)
+	}
+	if _, err := admin.GetBags(ctx, &adminpb.GetBagsRequest{RelationId: -1, Owner: "nosuch/3"}); status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "nosuch/3 has no bag here") {
+		t.Fatalf("bags of nosuch/3: %v", err)
+	}
+	for _, owner := range []string{"app/0", "app"} {
+		if _, err := admin.GetBags(ctx, &adminpb.GetBagsRequest{RelationId: rel.GetRelationId(), Endpoint: "peers", Owner: owner}); err != nil {
+			t.Fatalf("bags of %s: %v", owner, err)
+		}
+	}
+	if b, err := admin.GetBags(ctx, &adminpb.GetBagsRequest{RelationId: -1, Owner: "app/0"}); err != nil || len(b.GetBags()) != 1 || b.GetBags()[0].GetData()["k"] != "v" {
+		t.Fatalf("bags of app/0: %v %v", b, err)
 	}
 	st, err := admin.Status(ctx, &adminpb.StatusRequest{})
 	if err != nil {
