@@ -206,3 +206,52 @@ func TestProbesMetricsAndAdminOfARunningSidecar(t *testing.T) {
 		t.Fatalf("unit after graceful stop: %+v", u)
 	}
 }
+
+func TestRelationEnsureOnlyOnTheCharmsEndpoints(t *testing.T) {
+	sock, err := os.MkdirTemp("", "bk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sock) })
+	charm := t.TempDir()
+	md := "name: web\npeers:\n  replicas:\n    interface: web-peers\nrequires:\n  db:\n    interface: pgsql\n"
+	if err := os.WriteFile(filepath.Join(charm, "metadata.yaml"), []byte(md), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Start(Config{
+		App: "web", Pod: "web-0", DataDir: filepath.Join(t.TempDir(), "data"),
+		Bind: "127.0.0.1:0", Advertise: "127.0.0.1:0", AdminSocket: filepath.Join(sock, "a.sock"), Insecure: true,
+		Raft:   raftstore.Config{BootstrapExpect: 1, JoinInterval: 50 * time.Millisecond},
+		Agent:  &AgentSettings{CharmDir: charm, Socket: filepath.Join(sock, "agent.sock"), ToolBinary: os.Args[0], RemoteRunner: true},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	conn, err := grpc.NewClient("unix://"+s.cfg.AdminSocket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	admin := adminpb.NewAdminClient(conn)
+	for _, c := range []struct {
+		req  *adminpb.EnsureRelationRequest
+		want string
+	}{
+		{&adminpb.EnsureRelationRequest{Endpoint: "rpelicas", Peer: true}, `the charm web has no endpoint "rpelicas" (its endpoints: db, replicas)`},
+		{&adminpb.EnsureRelationRequest{Endpoint: "replicas", RemoteApp: "pg", RemoteEndpoint: "x"}, `"replicas" is a peer endpoint of the charm web: give --peer`},
+		{&adminpb.EnsureRelationRequest{Endpoint: "db", Peer: true}, `"db" is not a peer endpoint of the charm web`},
+	} {
+		if _, err := admin.EnsureRelation(context.Background(), c.req); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.req, err, c.want)
+		}
+	}
+	waitFor(t, "a relation on a declared endpoint", func() error {
+		_, err := admin.EnsureRelation(context.Background(), &adminpb.EnsureRelationRequest{Endpoint: "db", Interface: "pgsql", RemoteApp: "pg", RemoteEndpoint: "database"})
+		return err
+	})
+}

@@ -556,7 +556,9 @@ const relationUsage = `Usage: bagkeeper relation ensure --endpoint NAME [--inter
 
 Creates a relation unless one with the same endpoint and remote side exists,
 and prints its key (endpoint:id). The unit agent creates peer relations from
-the charm's metadata itself; this command is for operators and demos.`
+the charm's metadata itself; this command is for operators and demos. On a
+sidecar that runs a charm, the endpoint must be one of the charm's (a peer
+endpoint with --peer, a provides or requires endpoint without).`
 
 func cmdRelation(e *env, args []string) error {
 	if len(args) == 0 || args[0] != "ensure" {
