@@ -414,8 +414,10 @@ const bagsUsage = `Usage: bagkeeper bags [flags] [OWNER]
        bagkeeper bags set --relation REL OWNER key=value ... [key= ...]
 
 Reads relation data bags through this pod's sidecar. OWNER is a unit
-(app/0) or an application name; without it every bag is shown. --relation
-takes an id (3) or endpoint:id (peers:3).
+(app/0) or an application name; without it every bag is shown; an OWNER
+that is neither a unit of this application nor an application in its
+relations is an error. --relation takes an id (3) or endpoint:id (peers:3);
+with an endpoint, the relation must be on it.
 
 The read is linearizable: it shows every write committed before it was
 asked, whichever pod answers (the leader confirms it still leads, and this
@@ -447,9 +449,9 @@ func cmdBags(e *env, args []string) error {
 	if err := checkFormat(a.format, "yaml", "json"); err != nil {
 		return err
 	}
-	relID := int64(-1)
+	relID, endpoint := int64(-1), ""
 	if rel != "" {
-		if relID, err = parseRelation(rel); err != nil {
+		if relID, endpoint, err = parseRelation(rel); err != nil {
 			return err
 		}
 	}
@@ -458,7 +460,7 @@ func cmdBags(e *env, args []string) error {
 		owner = rest[0]
 	}
 	return a.call(func(ctx context.Context, c adminpb.AdminClient) error {
-		resp, err := c.GetBags(ctx, &adminpb.GetBagsRequest{RelationId: relID, Owner: owner, Stale: stale})
+		resp, err := c.GetBags(ctx, &adminpb.GetBagsRequest{RelationId: relID, Endpoint: endpoint, Owner: owner, Stale: stale})
 		if err != nil {
 			return err
 		}
@@ -489,18 +491,18 @@ func cmdBags(e *env, args []string) error {
 	})
 }
 
-// parseRelation accepts "3" or "endpoint:3"; as in Juju, only the part
-// after the last colon counts.
-func parseRelation(s string) (int64, error) {
-	idPart := s
+// parseRelation accepts "3" or "endpoint:3". The sidecar checks that
+// relation 3 is on that endpoint.
+func parseRelation(s string) (int64, string, error) {
+	endpoint, idPart := "", s
 	if i := strings.LastIndexByte(s, ':'); i >= 0 {
-		idPart = s[i+1:]
+		endpoint, idPart = s[:i], s[i+1:]
 	}
 	id, err := strconv.ParseInt(idPart, 10, 64)
-	if err != nil || id < 0 {
-		return 0, usageErrorf("--relation %q: expected an id or endpoint:id", s)
+	if err != nil || id < 0 || (endpoint == "" && idPart != s) {
+		return 0, "", usageErrorf("--relation %q: expected an id or endpoint:id", s)
 	}
-	return id, nil
+	return id, endpoint, nil
 }
 
 func cmdBagsSet(e *env, args []string) error {
@@ -516,7 +518,7 @@ func cmdBagsSet(e *env, args []string) error {
 	if rel == "" {
 		return usageErrorf("--relation is required")
 	}
-	relID, err := parseRelation(rel)
+	relID, endpoint, err := parseRelation(rel)
 	if err != nil {
 		return err
 	}
@@ -541,7 +543,7 @@ func cmdBagsSet(e *env, args []string) error {
 		}
 	}
 	return a.call(func(ctx context.Context, c adminpb.AdminClient) error {
-		resp, err := c.SetBag(ctx, &adminpb.SetBagRequest{RelationId: relID, Owner: rest[0], Set: set, Delete: del})
+		resp, err := c.SetBag(ctx, &adminpb.SetBagRequest{RelationId: relID, Endpoint: endpoint, Owner: rest[0], Set: set, Delete: del})
 		if err != nil {
 			return err
 		}
@@ -554,7 +556,9 @@ const relationUsage = `Usage: bagkeeper relation ensure --endpoint NAME [--inter
 
 Creates a relation unless one with the same endpoint and remote side exists,
 and prints its key (endpoint:id). The unit agent creates peer relations from
-the charm's metadata itself; this command is for operators and demos.`
+the charm's metadata itself; this command is for operators and demos. On a
+sidecar that runs a charm, the endpoint must be one of the charm's (a peer
+endpoint with --peer, a provides or requires endpoint without).`
 
 func cmdRelation(e *env, args []string) error {
 	if len(args) == 0 || args[0] != "ensure" {
