@@ -1,3 +1,11 @@
+// Package charttest checks the Helm charts (charts/bagkeeper, the library,
+// through charts/bagkeeper-demo, the application that includes it): helm
+// lint, every rendered document decoded strictly into its Kubernetes type
+// and validated by Kubernetes' own validation (see package kube), the pods
+// against the restricted Pod Security Standard, and one check per point of
+// the chart's contract, each shown to fail on a chart that breaks it
+// (TestContractChecksFail). Run: go -C charts/test test ./... (make
+// chart-test).
 package charttest
 
 import (
@@ -431,6 +439,41 @@ func checkContract(t tb, r *rendered) {
 				if ic.RestartPolicy != nil {
 					t.Errorf("kube %s: init container %s has restartPolicy (native sidecars need 1.29)", c.kube, ic.Name)
 				}
+			}
+		}
+	})
+
+	run(t, "fields the version has", func(t tb) {
+		// A field behind a feature gate that is off by default in the
+		// target version is dropped by its API server without an error:
+		// the object then does something else than it says.
+		minor, _ := strconv.Atoi(strings.Split(c.kube, ".")[1])
+		need := func(what string, since int) {
+			if minor < since {
+				t.Errorf("%s needs Kubernetes 1.%d, the target is %s", what, since, c.kube)
+			}
+		}
+		for _, ct := range spec.InitContainers {
+			if ct.RestartPolicy != nil {
+				need("init container "+ct.Name+" restartPolicy (SidecarContainers)", 29)
+			}
+		}
+		for _, ct := range allContainers(spec) {
+			if l := ct.Lifecycle; l != nil && ((l.PreStop != nil && l.PreStop.Sleep != nil) || (l.PostStart != nil && l.PostStart.Sleep != nil)) {
+				need("container "+ct.Name+" lifecycle sleep (PodLifecycleSleepAction)", 30)
+			}
+		}
+		if r.sts != nil && r.sts.Spec.PersistentVolumeClaimRetentionPolicy != nil {
+			need("persistentVolumeClaimRetentionPolicy (StatefulSetAutoDeletePVC)", 27)
+		}
+		for _, p := range r.pdbs {
+			if p.Spec.UnhealthyPodEvictionPolicy != nil {
+				need("unhealthyPodEvictionPolicy (PDBUnhealthyPodEvictionPolicy)", 27)
+			}
+		}
+		for _, s := range r.services {
+			if s.Spec.TrafficDistribution != nil {
+				need("service "+s.Name+" trafficDistribution (ServiceTrafficDistribution)", 31)
 			}
 		}
 	})

@@ -109,6 +109,9 @@ func TestContractChecksFail(t *testing.T) {
 			always := corev1.ContainerRestartPolicyAlways
 			r.template().Spec.InitContainers[0].RestartPolicy = &always
 		}},
+		{"lifecycle sleep on 1.28", old, "fields the version has", func(r *rendered) {
+			sidecarOf(r).Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: 5}}}
+		}},
 		{"charm without the socket", sts, "hook tools socket", func(r *rendered) {
 			c := charm(r)
 			var ms []corev1.VolumeMount
