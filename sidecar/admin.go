@@ -68,7 +68,7 @@ func answerBefore(ctx context.Context) (context.Context, context.CancelFunc) {
 	if !ok {
 		return context.WithCancel(ctx)
 	}
-	margin := min(max(time.Until(dl)/10, 50*time.Millisecond), time.Second)
+	margin := min(max(time.Until(dl)/5, 50*time.Millisecond), 1500*time.Millisecond)
 	return context.WithDeadline(ctx, dl.Add(-margin))
 }
 
@@ -260,8 +260,19 @@ func namedRelation(st *state.State, id int64, endpoint string) (*state.Relation,
 }
 
 func (a *adminServer) SetBag(ctx context.Context, req *adminpb.SetBagRequest) (*adminpb.SetBagResponse, error) {
-	if _, err := namedRelation(a.n.State(), req.GetRelationId(), req.GetEndpoint()); err != nil {
-		return nil, err
+	if ep := req.GetEndpoint(); ep != "" {
+		// A relation's endpoint never changes: this member's copy can
+		// tell, once it has the relation.
+		st := a.n.State()
+		if _, ok := st.Relation(req.GetRelationId()); !ok {
+			var err error
+			if st, err = a.n.Read(ctx); err != nil {
+				return nil, commandStatus(err)
+			}
+		}
+		if _, err := namedRelation(st, req.GetRelationId(), ep); err != nil {
+			return nil, err
+		}
 	}
 	res, err := a.n.Apply(ctx, state.NewCommand(state.UpdateBagOp(req.GetRelationId(), req.GetOwner(), req.GetSet(), req.GetDelete()...)))
 	if err != nil {

@@ -77,7 +77,9 @@ func friendly(err error, a *adminFlags) error {
 		return err
 	}
 	msg := s.Message()
-	if strings.Contains(msg, "connect: no such file") || strings.Contains(msg, "connect: connection refused") {
+	// Only an error dialing the admin socket itself means no sidecar: the
+	// sidecar's own answers may name peers that refused a connection.
+	if strings.Contains(msg, "dial unix") && (strings.Contains(msg, "connect: no such file") || strings.Contains(msg, "connect: connection refused")) {
 		path := a.socket
 		if path == "" {
 			path = filepath.Join(a.dataDir, "admin.sock")
