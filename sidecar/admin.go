@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -302,10 +303,20 @@ func (a *adminServer) EnsureRelation(ctx context.Context, req *adminpb.EnsureRel
 }
 
 func (a *adminServer) RemoveUnit(ctx context.Context, req *adminpb.RemoveUnitRequest) (*adminpb.RemoveUnitResponse, error) {
-	if _, err := a.n.Apply(ctx, state.NewCommand(state.RemoveUnitOp(req.GetUnit(), 0, "removed by an operator"))); err != nil {
+	onlyReleased := int64(math.MaxInt64) // released at any time: not active
+	if req.GetForce() {
+		onlyReleased = 0
+	}
+	if _, err := a.n.Apply(ctx, state.NewCommand(state.RemoveUnitOp(req.GetUnit(), onlyReleased, "removed by an operator"))); err != nil {
+		var ce *state.CommandError
+		if errors.As(err, &ce) && ce.Code == storepb.ErrorCode_CONFLICT {
+			if u, ok := a.n.State().Unit(req.GetUnit()); ok && u.State == state.UnitActive {
+				return nil, status.Errorf(codes.FailedPrecondition, "unit %s is active: pod %s (member %s) holds it and runs its hooks; stop that pod first (its unit is then released), or give --force to remove it anyway (the pod then holds no unit until it restarts); nothing was removed", u.Name, u.Pod, u.Member)
+			}
+		}
 		return nil, commandStatus(err)
 	}
-	a.log.Info("unit removed by an operator", "unit", req.GetUnit())
+	a.log.Info("unit removed by an operator", "unit", req.GetUnit(), "force", req.GetForce())
 	return &adminpb.RemoveUnitResponse{}, nil
 }
 
