@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -68,7 +69,7 @@ func answerBefore(ctx context.Context) (context.Context, context.CancelFunc) {
 	if !ok {
 		return context.WithCancel(ctx)
 	}
-	margin := min(max(time.Until(dl)/10, 50*time.Millisecond), time.Second)
+	margin := min(max(time.Until(dl)/5, 50*time.Millisecond), 1500*time.Millisecond)
 	return context.WithDeadline(ctx, dl.Add(-margin))
 }
 
@@ -260,8 +261,19 @@ func namedRelation(st *state.State, id int64, endpoint string) (*state.Relation,
 }
 
 func (a *adminServer) SetBag(ctx context.Context, req *adminpb.SetBagRequest) (*adminpb.SetBagResponse, error) {
-	if _, err := namedRelation(a.n.State(), req.GetRelationId(), req.GetEndpoint()); err != nil {
-		return nil, err
+	if ep := req.GetEndpoint(); ep != "" {
+		// A relation's endpoint never changes: this member's copy can
+		// tell, once it has the relation.
+		st := a.n.State()
+		if _, ok := st.Relation(req.GetRelationId()); !ok {
+			var err error
+			if st, err = a.n.Read(ctx); err != nil {
+				return nil, commandStatus(err)
+			}
+		}
+		if _, err := namedRelation(st, req.GetRelationId(), ep); err != nil {
+			return nil, err
+		}
 	}
 	res, err := a.n.Apply(ctx, state.NewCommand(state.UpdateBagOp(req.GetRelationId(), req.GetOwner(), req.GetSet(), req.GetDelete()...)))
 	if err != nil {
@@ -291,10 +303,20 @@ func (a *adminServer) EnsureRelation(ctx context.Context, req *adminpb.EnsureRel
 }
 
 func (a *adminServer) RemoveUnit(ctx context.Context, req *adminpb.RemoveUnitRequest) (*adminpb.RemoveUnitResponse, error) {
-	if _, err := a.n.Apply(ctx, state.NewCommand(state.RemoveUnitOp(req.GetUnit(), 0, "removed by an operator"))); err != nil {
+	onlyReleased := int64(math.MaxInt64) // released at any time: not active
+	if req.GetForce() {
+		onlyReleased = 0
+	}
+	if _, err := a.n.Apply(ctx, state.NewCommand(state.RemoveUnitOp(req.GetUnit(), onlyReleased, "removed by an operator"))); err != nil {
+		var ce *state.CommandError
+		if errors.As(err, &ce) && ce.Code == storepb.ErrorCode_CONFLICT {
+			if u, ok := a.n.State().Unit(req.GetUnit()); ok && u.State == state.UnitActive {
+				return nil, status.Errorf(codes.FailedPrecondition, "unit %s is active: pod %s (member %s) holds it and runs its hooks; stop that pod first (its unit is then released), or give --force to remove it anyway (the pod then holds no unit until it restarts); nothing was removed", u.Name, u.Pod, u.Member)
+			}
+		}
 		return nil, commandStatus(err)
 	}
-	a.log.Info("unit removed by an operator", "unit", req.GetUnit())
+	a.log.Info("unit removed by an operator", "unit", req.GetUnit(), "force", req.GetForce())
 	return &adminpb.RemoveUnitResponse{}, nil
 }
 

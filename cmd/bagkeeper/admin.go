@@ -77,7 +77,9 @@ func friendly(err error, a *adminFlags) error {
 		return err
 	}
 	msg := s.Message()
-	if strings.Contains(msg, "connect: no such file") || strings.Contains(msg, "connect: connection refused") {
+	// Only an error dialing the admin socket itself means no sidecar: the
+	// sidecar's own answers may name peers that refused a connection.
+	if strings.Contains(msg, "dial unix") && (strings.Contains(msg, "connect: no such file") || strings.Contains(msg, "connect: connection refused")) {
 		path := a.socket
 		if path == "" {
 			path = filepath.Join(a.dataDir, "admin.sock")
@@ -601,12 +603,14 @@ func cmdRelation(e *env, args []string) error {
 	})
 }
 
-const unitUsage = `Usage: bagkeeper unit remove UNIT
+const unitUsage = `Usage: bagkeeper unit remove [--force] UNIT
 
-Removes a unit at once (for example after scaling down): its charm state
-goes, its relation bags stay readable while their relations exist, and its
-number is never given to another pod without an ordinal. Units otherwise
-leave only after being released and unclaimed for --unit-remove-after.`
+Removes a released unit at once (for example after scaling down): its
+charm state goes, its relation bags stay readable while their relations
+exist, and its number is never given to another pod without an ordinal.
+Units otherwise leave only after being released and unclaimed for
+--unit-remove-after. An active unit (a running pod holds it) is removed
+only with --force; its pod then holds no unit until it restarts.`
 
 func cmdUnit(e *env, args []string) error {
 	if len(args) == 0 || args[0] != "remove" {
@@ -617,8 +621,10 @@ func cmdUnit(e *env, args []string) error {
 		return usageErrorf("expected 'unit remove UNIT'")
 	}
 	var a adminFlags
+	var force bool
 	fs := newFlagSet("unit remove", unitUsage)
 	a.register(fs, "")
+	fs.BoolVar(&force, "force", false, "remove the unit even if a running pod holds it")
 	rest, err := parse(e, fs, args[1:])
 	if err != nil {
 		return err
@@ -627,7 +633,7 @@ func cmdUnit(e *env, args []string) error {
 		return usageErrorf("expected exactly one UNIT (like app/3), got %q", rest)
 	}
 	return a.call(func(ctx context.Context, c adminpb.AdminClient) error {
-		if _, err := c.RemoveUnit(ctx, &adminpb.RemoveUnitRequest{Unit: rest[0]}); err != nil {
+		if _, err := c.RemoveUnit(ctx, &adminpb.RemoveUnitRequest{Unit: rest[0], Force: force}); err != nil {
 			return err
 		}
 		fmt.Fprintf(e.stdout, "unit %s removed\n", rest[0])

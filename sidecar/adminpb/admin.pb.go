@@ -1244,8 +1244,11 @@ func (x *EnsureRelationResponse) GetRelationId() int64 {
 }
 
 type RemoveUnitRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Unit          string                 `protobuf:"bytes,1,opt,name=unit,proto3" json:"unit,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Unit  string                 `protobuf:"bytes,1,opt,name=unit,proto3" json:"unit,omitempty"`
+	// Remove it even if it is active (held by a pod that runs its hooks).
+	// Without it, only a released unit is removed.
+	Force         bool `protobuf:"varint,2,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1285,6 +1288,13 @@ func (x *RemoveUnitRequest) GetUnit() string {
 		return x.Unit
 	}
 	return ""
+}
+
+func (x *RemoveUnitRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
 }
 
 type RemoveUnitResponse struct {
@@ -2352,9 +2362,10 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"\x0fremote_endpoint\x18\x05 \x01(\tR\x0eremoteEndpoint\"9\n" +
 	"\x16EnsureRelationResponse\x12\x1f\n" +
 	"\vrelation_id\x18\x01 \x01(\x03R\n" +
-	"relationId\"'\n" +
+	"relationId\"=\n" +
 	"\x11RemoveUnitRequest\x12\x12\n" +
-	"\x04unit\x18\x01 \x01(\tR\x04unit\"\x14\n" +
+	"\x04unit\x18\x01 \x01(\tR\x04unit\x12\x14\n" +
+	"\x05force\x18\x02 \x01(\bR\x05force\"\x14\n" +
 	"\x12RemoveUnitResponse\"%\n" +
 	"\x13RemoveMemberRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
