@@ -1375,12 +1375,14 @@ func TestSchema(t *testing.T) {
 	walk("", schema)
 
 	bad := map[string][]string{
-		"replicas a string":           {"replicas=three"},
-		"replicas zero":               {"replicas=0"},
-		"workload Pod":                {"workload=Pod"},
-		"unknown top-level key":       {"replicaz=3"},
-		"even voters":                 {"sidecar.voters=2"},
-		"cert-manager without issuer": {"tls.enabled=true", "tls.certManager.enabled=true"},
+		"replicas a string":            {"replicas=three"},
+		"replicas zero":                {"replicas=0"},
+		"workload Pod":                 {"workload=Pod"},
+		"unknown top-level key":        {"replicaz=3"},
+		"even voters":                  {"sidecar.voters=2"},
+		"cert-manager without issuer":  {"tls.enabled=true", "tls.certManager.enabled=true"},
+		"grace period below 60 s":      {"terminationGracePeriodSeconds=30"},
+		"application name in capitals": {"app=Web"},
 	}
 	if ap, ok := schema["additionalProperties"].(bool); !ok || ap {
 		t.Errorf("the schema allows unknown top-level keys (additionalProperties is not false)")
@@ -1393,6 +1395,14 @@ func TestSchema(t *testing.T) {
 				}
 			}
 		})
+	}
+	// A native sidecar forced where Kubernetes has none: an init container
+	// that never ends would hold the pod in Init forever.
+	if _, err := render.Render(render.Options{Chart: demoChart, KubeVersion: "1.28.0", Release: release, Namespace: namespace, Set: []string{"sidecar.native=true"}}); err == nil || !strings.Contains(err.Error(), "needs Kubernetes 1.29") {
+		t.Errorf("sidecar.native=true on 1.28: %v", err)
+	}
+	if _, err := render.Render(render.Options{Chart: demoChart, KubeVersion: "1.29.0", Release: release, Namespace: namespace, Set: []string{"sidecar.native=true"}}); err != nil {
+		t.Errorf("sidecar.native=true on 1.29: %v", err)
 	}
 	// And the chart's own defaults pass it, with helm lint's defaults too.
 	if _, err := render.Render(render.Options{Chart: demoChart, KubeVersion: "1.31.0", Release: release, Namespace: namespace}); err != nil {
