@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -870,4 +871,44 @@ esac`)
 	if e := s.State().UnitExtra("app/0"); e.HookError != "" {
 		t.Errorf("hook error %+v", e)
 	}
+}
+
+func TestHookRunnerOnAWrongSocketSaysSo(t *testing.T) {
+	var logs syncBuf
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	socket := filepath.Join(t.TempDir(), "no-agent-here.sock")
+	go func() {
+		done <- RunHookRunner(ctx, HookRunnerConfig{Socket: socket, CharmDir: t.TempDir(), Name: "charm", StopTimeout: time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	}()
+	waitFor(t, "a warning about the socket", func() error {
+		if l := logs.String(); !strings.Contains(l, "cannot reach the unit agent") || !strings.Contains(l, socket) {
+			return fmt.Errorf("logs: %s", l)
+		}
+		return nil
+	})
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hook runner did not stop")
+	}
+}
+
+// syncBuf is a buffer several goroutines log to.
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
