@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,12 @@ func testEnv(vars map[string]string) (*env, *bytes.Buffer, *bytes.Buffer) {
 	return &env{stdout: &out, stderr: &errb, stdin: strings.NewReader(""), lookupEnv: func(k string) (string, bool) {
 		v, ok := vars[k]
 		return v, ok
+	}, environ: func() []string {
+		var kv []string
+		for k, v := range vars {
+			kv = append(kv, k+"="+v)
+		}
+		return kv
 	}}, &out, &errb
 }
 
@@ -172,6 +179,47 @@ func TestBadSecretsKeyFileExitsWithStatus1(t *testing.T) {
 		}
 		if _, err := os.Stat(dataDir); err == nil {
 			t.Fatal("the data dir was created")
+		}
+	}
+}
+
+func TestAMisspeltEnvironmentVariableIsRefused(t *testing.T) {
+	e, _, errb := testEnv(map[string]string{"BAGKEEPER_APP": "web", "BAGKEEPER_UNIT_TAKOVER_AFTER": "1m", "BAGKEEPER_FORMAT": "json"})
+	code := runMain(e, []string{"run", "--data-dir", t.TempDir(), "--insecure", "--bind", "127.0.0.1:0"})
+	want := "environment variable BAGKEEPER_UNIT_TAKOVER_AFTER sets nothing: no setting is named so (did you mean BAGKEEPER_UNIT_TAKEOVER_AFTER?)"
+	if code != 2 || !strings.Contains(errb.String(), want) {
+		t.Fatalf("exit %d, stderr %q; want 2 and %q", code, errb, want)
+	}
+}
+
+// TestOtherSettingsListsEveryFlag keeps otherSettings complete: every flag
+// of every command but run, as their --help lists them.
+func TestOtherSettingsListsEveryFlag(t *testing.T) {
+	known := map[string]bool{}
+	for _, n := range otherSettings {
+		known[n] = true
+	}
+	paths := [][]string{{"status"}, {"bags"}, {"bags", "set"}, {"relation", "ensure"}, {"unit", "remove"},
+		{"actions", "run"}, {"actions", "show"}, {"actions", "list"}, {"member", "remove"}, {"recover"},
+		{"hook-runner"}, {"install-tools"}, {"install"}}
+	seen := map[string]bool{}
+	for _, p := range paths {
+		seen[p[0]] = true
+		e, out, _ := testEnv(nil)
+		runMain(e, append(p, "--help"))
+		flags := regexp.MustCompile(`(?m)^  --([a-z0-9-]+)`).FindAllStringSubmatch(out.String(), -1)
+		if len(flags) == 0 {
+			t.Errorf("%v --help lists no flags:\n%s", p, out)
+		}
+		for _, f := range flags {
+			if !known[f[1]] {
+				t.Errorf("%v has --%s, which otherSettings lacks", p, f[1])
+			}
+		}
+	}
+	for _, c := range commands() {
+		if !seen[c.name] && c.name != "run" && c.name != "version" {
+			t.Errorf("command %s is not checked here", c.name)
 		}
 	}
 }
