@@ -26,6 +26,7 @@ import (
 type adminFlags struct {
 	socket  string
 	dataDir string
+	config  string
 	timeout time.Duration
 	format  string
 }
@@ -33,6 +34,7 @@ type adminFlags struct {
 func (a *adminFlags) register(fs *cmdFlags, formats string) {
 	fs.StringVar(&a.socket, "admin-socket", "", "Unix socket `path` of the sidecar's admin API (default <data-dir>/admin.sock)")
 	fs.StringVar(&a.dataDir, "data-dir", defaultDataDir, "the sidecar's data `dir`, to find its admin socket")
+	fs.StringVar(&a.config, "config", "", "the sidecar's config `file` (bagkeeper run --config): its admin-socket and data-dir, when not given otherwise")
 	fs.DurationVar(&a.timeout, "timeout", 10*time.Second, "give up after this `long`")
 	if formats != "" {
 		fs.StringVar(&a.format, "format", strings.Split(formats, "|")[0], "output `format`: "+formats)

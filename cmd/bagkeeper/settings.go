@@ -35,7 +35,7 @@ func envName(name string) string {
 // pod's environment may set them for the admin commands run in it (a test
 // keeps the list complete).
 var otherSettings = []string{
-	"admin-socket", "data-dir", "timeout", "format", "url", "check", "relation", "stale", "app",
+	"admin-socket", "data-dir", "config", "timeout", "format", "url", "check", "relation", "stale", "app",
 	"endpoint", "interface", "peer", "remote-app", "remote-endpoint", "force",
 	"background", "params", "wait", "unit", "show", "plan", "at-next-start", "survivors", "plan-digest",
 	"agent-socket", "charm-dir", "hook-tool", "log-level", "name", "tools-dir", "to", "charm", "charm-to",
@@ -173,6 +173,12 @@ func applyConfigFile(fs *flag.FlagSet, path string, given map[string]bool) error
 	for _, k := range keys {
 		f := fs.Lookup(k)
 		if f == nil || k == "config" {
+			if fs.Name() != "run" {
+				// The sidecar's file, read by an admin command for where
+				// the sidecar is (data-dir, admin-socket): the rest is
+				// the sidecar's business.
+				continue
+			}
 			return usageErrorf("config file %s: unknown setting %q (settings are the flag names of %q; see --help)", path, k, fs.Name())
 		}
 		if given[k] {

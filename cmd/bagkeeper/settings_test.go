@@ -223,3 +223,28 @@ func TestOtherSettingsListsEveryFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminCommandsFindTheSocketThroughTheSidecarsConfig: a pod whose
+// sidecar runs with --config (the file, or BAGKEEPER_CONFIG) is reached by
+// its admin commands through the same file; its other settings are the
+// sidecar's and do not trouble them.
+func TestAdminCommandsFindTheSocketThroughTheSidecarsConfig(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(t.TempDir(), "bagkeeper.yaml")
+	if err := os.WriteFile(cfg, []byte("app: web\nvoters: 3\ndata-dir: "+dir+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := "no sidecar answers at " + filepath.Join(dir, "admin.sock")
+	for _, c := range []struct {
+		vars map[string]string
+		args []string
+	}{
+		{nil, []string{"status", "--config", cfg, "--timeout", "2s"}},
+		{map[string]string{"BAGKEEPER_CONFIG": cfg}, []string{"bags", "--timeout", "2s"}},
+	} {
+		e, _, errb := testEnv(c.vars)
+		if code := runMain(e, c.args); code != 1 || !strings.Contains(errb.String(), want) {
+			t.Errorf("%v %v: exit %d, stderr %q; want %q", c.vars, c.args, code, errb, want)
+		}
+	}
+}
