@@ -8,10 +8,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -130,10 +132,22 @@ func TestProbesMetricsAndAdminOfARunningSidecar(t *testing.T) {
 		t.Fatalf("a StatefulSet pod app-0 holds %q, want app/0", s.Unit())
 	}
 	_, metrics := get(t, base+"/metrics")
-	for _, want := range []string{`bagkeeper_units{state="active"} 1`, `bagkeeper_ready 1`, `bagkeeper_raft_state{state="Leader"} 1`, `bagkeeper_members{suffrage="voter"} 1`, "bagkeeper_raft_apply"} {
+	for _, want := range []string{`bagkeeper_units{state="active"} 1`, `bagkeeper_ready 1`, `bagkeeper_raft_state{state="Leader"} 1`, `bagkeeper_members{suffrage="voter"} 1`,
+		"bagkeeper_raft_apply_total", "bagkeeper_raft_commit_time_seconds_bucket", "bagkeeper_raft_fsm_apply_seconds_count"} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
+	}
+	// Prometheus' conventions, as promtool check metrics has them.
+	problems, err := promlint.New(strings.NewReader(metrics)).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("/metrics: %s: %s", p.Metric, p.Text)
+	}
+	if regexp.MustCompile(`(?m)^bagkeeper[a-z0-9_]*[A-Z]`).MatchString(metrics) || strings.Contains(metrics, string(s.node.ID())+"\"") && !strings.Contains(metrics, `peer_id="`) {
+		t.Errorf("/metrics has camelCase names or member ids outside labels")
 	}
 
 	conn, err := grpc.NewClient("unix://"+s.cfg.AdminSocket, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -220,7 +234,7 @@ func TestRelationEnsureOnlyOnTheCharmsEndpoints(t *testing.T) {
 	}
 	s, err := Start(Config{
 		App: "web", Pod: "web-0", DataDir: filepath.Join(t.TempDir(), "data"),
-		Bind: "127.0.0.1:0", Advertise: "127.0.0.1:0", AdminSocket: filepath.Join(sock, "a.sock"), Insecure: true,
+		Bind: "127.0.0.1:0", Advertise: "127.0.0.1:0", HTTPBind: "127.0.0.1:0", AdminSocket: filepath.Join(sock, "a.sock"), Insecure: true,
 		Raft:   raftstore.Config{BootstrapExpect: 1, JoinInterval: 50 * time.Millisecond},
 		Agent:  &AgentSettings{CharmDir: charm, Socket: filepath.Join(sock, "agent.sock"), ToolBinary: os.Args[0], RemoteRunner: true},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -250,6 +264,21 @@ func TestRelationEnsureOnlyOnTheCharmsEndpoints(t *testing.T) {
 			t.Errorf("%v: %v, want %q", c.req, err, c.want)
 		}
 	}
+	// The unit agent's metrics, under Prometheus' conventions too (no hook
+	// has run: no runner is connected).
+	waitFor(t, "the agent's metrics", func() error {
+		_, metrics := get(t, "http://"+s.HTTPAddr()+"/metrics")
+		for _, want := range []string{"bagkeeper_hooks_due ", "bagkeeper_unit_leader ", "bagkeeper_unit_hook_failed 0"} {
+			if !strings.Contains(metrics, want) {
+				return fmt.Errorf("/metrics lacks %q", want)
+			}
+		}
+		problems, err := promlint.New(strings.NewReader(metrics)).Lint()
+		if err != nil || len(problems) > 0 {
+			return fmt.Errorf("promlint: %v %v", err, problems)
+		}
+		return nil
+	})
 	waitFor(t, "a relation on a declared endpoint", func() error {
 		_, err := admin.EnsureRelation(context.Background(), &adminpb.EnsureRelationRequest{Endpoint: "db", Interface: "pgsql", RemoteApp: "pg", RemoteEndpoint: "database"})
 		return err
