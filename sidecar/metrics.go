@@ -2,6 +2,7 @@ package sidecar
 
 import (
 	"sync"
+	"syscall"
 
 	gometrics "github.com/armon/go-metrics"
 	"github.com/bagkeeper/bagkeeper/agent"
@@ -48,6 +49,7 @@ func newMetrics(s *Sidecar) *metrics {
 		reg.MustRegister(sink)
 	}
 	reg.MustRegister(&stateCollector{n: s.node, ready: s.Ready})
+	reg.MustRegister(&podCollector{app: s.cfg.App, pod: s.cfg.Pod, member: string(s.node.ID()), version: s.cfg.Version, dataDir: s.cfg.DataDir})
 	m := &metrics{registry: reg}
 	if s.cfg.Agent != nil {
 		m.agent = agent.NewMetrics()
@@ -185,5 +187,31 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 		ch <- prometheus.MustNewConstMetric(descUnhealthyMem, prometheus.GaugeValue, float64(bad))
+	}
+}
+
+var (
+	descInfo      = prometheus.NewDesc("bagkeeper_info", "Always 1: the application, pod and raft member of this sidecar, and its version (join on instance for an app label).", []string{"app", "pod", "member", "version"}, nil)
+	descDiskAvail = prometheus.NewDesc("bagkeeper_data_dir_avail_bytes", "Bytes available to this sidecar on the file system of its data dir.", nil, nil)
+	descDiskSize  = prometheus.NewDesc("bagkeeper_data_dir_size_bytes", "Size in bytes of the file system of the data dir.", nil, nil)
+)
+
+// podCollector reports who this sidecar is, and its data dir's room.
+type podCollector struct {
+	app, pod, member, version, dataDir string
+}
+
+func (c *podCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descInfo
+	ch <- descDiskAvail
+	ch <- descDiskSize
+}
+
+func (c *podCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(descInfo, prometheus.GaugeValue, 1, c.app, c.pod, c.member, c.version)
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(c.dataDir, &fs); err == nil {
+		ch <- prometheus.MustNewConstMetric(descDiskAvail, prometheus.GaugeValue, float64(fs.Bavail)*float64(fs.Bsize))
+		ch <- prometheus.MustNewConstMetric(descDiskSize, prometheus.GaugeValue, float64(fs.Blocks)*float64(fs.Bsize))
 	}
 }
