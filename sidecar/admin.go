@@ -54,6 +54,7 @@ type adminStore interface {
 	ListMembers() ([]raftstore.MemberStatus, error)
 	ProbeMembers(ctx context.Context, timeout time.Duration) ([]raftstore.MemberStatus, error)
 	RemoveMember(ctx context.Context, id raft.ServerID) error
+	TransferLeadership(ctx context.Context, target raft.ServerID) error
 	PlanRecovery(ctx context.Context, survivors []raft.Server) (*raftstore.RecoveryPlan, error)
 	StageRecovery(ctx context.Context, survivors []raft.Server, digest string) (*raftstore.RecoveryPlan, string, error)
 }
@@ -318,6 +319,32 @@ func (a *adminServer) RemoveUnit(ctx context.Context, req *adminpb.RemoveUnitReq
 	}
 	a.log.Info("unit removed by an operator", "unit", req.GetUnit(), "force", req.GetForce())
 	return &adminpb.RemoveUnitResponse{}, nil
+}
+
+func (a *adminServer) TransferLeadership(ctx context.Context, req *adminpb.TransferLeadershipRequest) (*adminpb.TransferLeadershipResponse, error) {
+	target := req.GetMember()
+	prev := a.n.Status().LeaderID
+	if err := a.n.TransferLeadership(ctx, raft.ServerID(target)); err != nil {
+		if s, ok := status.FromError(err); ok && (s.Code() == codes.NotFound || s.Code() == codes.FailedPrecondition) {
+			return nil, status.Errorf(s.Code(), "%s; leadership stays with %s", s.Message(), prev)
+		}
+		return nil, commandStatus(err)
+	}
+	a.log.Info("raft leadership transferred by an operator", "from", prev, "to", target)
+	// Answer with the new leader once this member knows it.
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		now := a.n.Status().LeaderID
+		if now != "" && (target == "" && now != prev || now == target) {
+			return &adminpb.TransferLeadershipResponse{Previous: prev, Leader: now}, nil
+		}
+		select {
+		case <-ctx.Done():
+			return &adminpb.TransferLeadershipResponse{Previous: prev, Leader: now}, nil
+		case <-t.C:
+		}
+	}
 }
 
 func (a *adminServer) PlanRecovery(ctx context.Context, req *adminpb.PlanRecoveryRequest) (*adminpb.RecoveryPlan, error) {

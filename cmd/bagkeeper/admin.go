@@ -700,3 +700,51 @@ func cmdMember(e *env, args []string) error {
 		return nil
 	})
 }
+
+const leaderUsage = `Usage: bagkeeper leader transfer [flags] [MEMBER]
+
+Moves raft leadership (the member that orders the group's writes) to
+MEMBER, a voter as 'bagkeeper status' names it (pod/incarnation), or,
+without MEMBER, to the most up-to-date other voter; for example before
+draining the leader's node. It prints the previous and the new leader.
+It does not move the application's leader unit (Juju's leader, which
+'bagkeeper status' shows as App leader): that follows its unit.`
+
+func cmdLeader(e *env, args []string) error {
+	if len(args) == 0 || args[0] != "transfer" {
+		if len(args) > 0 && (args[0] == "--help" || args[0] == "-h") {
+			fmt.Fprintln(e.stdout, leaderUsage)
+			return nil
+		}
+		return usageErrorf("expected 'leader transfer [MEMBER]'")
+	}
+	var a adminFlags
+	fs := newFlagSet("leader transfer", leaderUsage)
+	a.register(fs, "")
+	rest, err := parse(e, fs, args[1:])
+	if err != nil {
+		return err
+	}
+	if len(rest) > 1 {
+		return usageErrorf("expected at most one MEMBER, got %q", rest)
+	}
+	member := ""
+	if len(rest) == 1 {
+		member = rest[0]
+		if !strings.Contains(member, "/") {
+			return usageErrorf("MEMBER %q: give a member id as bagkeeper status shows it (pod/incarnation)", member)
+		}
+	}
+	return a.call(func(ctx context.Context, c adminpb.AdminClient) error {
+		resp, err := c.TransferLeadership(ctx, &adminpb.TransferLeadershipRequest{Member: member})
+		if err != nil {
+			return err
+		}
+		if resp.GetLeader() == "" || resp.GetLeader() == resp.GetPrevious() {
+			fmt.Fprintf(e.stdout, "leadership handed over by %s; no new leader known yet\n", orDash(resp.GetPrevious()))
+			return nil
+		}
+		fmt.Fprintf(e.stdout, "leader: %s (was %s)\n", resp.GetLeader(), orDash(resp.GetPrevious()))
+		return nil
+	})
+}

@@ -7,6 +7,7 @@
 //	bagkeeper relation ensure  create a relation unless it exists
 //	bagkeeper unit remove    remove a unit at once
 //	bagkeeper actions run    run a charm action on a unit (show, list: see results)
+//	bagkeeper leader transfer  move raft leadership to another voter
 //	bagkeeper recover        force a new configuration after losing a majority
 //	bagkeeper hook-runner    run hooks in another container of the pod
 //	bagkeeper install-tools  link the hook tools into a directory
@@ -49,6 +50,7 @@ func commands() []command {
 		{"unit", "unit remove: remove a unit at once", cmdUnit},
 		{"actions", "actions run|show|list: run the charm's actions and see their results", cmdActions},
 		{"member", "member remove: remove a raft member that is gone for good", cmdMember},
+		{"leader", "leader transfer: move raft leadership to another voter", cmdLeader},
 		{"recover", "force the raft configuration after a majority of voters is lost", cmdRecover},
 		{"hook-runner", "run the charm's hooks in this container for the pod's unit agent", cmdHookRunner},
 		{"install-tools", "link the Juju hook tools into a directory", cmdInstallTools},

@@ -200,7 +200,7 @@ func TestOtherSettingsListsEveryFlag(t *testing.T) {
 		known[n] = true
 	}
 	paths := [][]string{{"status"}, {"bags"}, {"bags", "set"}, {"relation", "ensure"}, {"unit", "remove"},
-		{"actions", "run"}, {"actions", "show"}, {"actions", "list"}, {"member", "remove"}, {"recover"},
+		{"actions", "run"}, {"actions", "show"}, {"actions", "list"}, {"member", "remove"}, {"leader", "transfer"}, {"recover"},
 		{"hook-runner"}, {"install-tools"}, {"install"}}
 	seen := map[string]bool{}
 	for _, p := range paths {

@@ -25,6 +25,105 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type TransferLeadershipRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The voter to lead; empty for any.
+	ServerId string `protobuf:"bytes,1,opt,name=server_id,json=serverId,proto3" json:"server_id,omitempty"`
+	Hops     uint32 `protobuf:"varint,2,opt,name=hops,proto3" json:"hops,omitempty"`
+	// The leader when the operator asked: with server_id empty, a retry
+	// that finds another leader is done (the transfer happened).
+	From          string `protobuf:"bytes,3,opt,name=from,proto3" json:"from,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeadershipRequest) Reset() {
+	*x = TransferLeadershipRequest{}
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeadershipRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeadershipRequest) ProtoMessage() {}
+
+func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
+func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
+	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *TransferLeadershipRequest) GetServerId() string {
+	if x != nil {
+		return x.ServerId
+	}
+	return ""
+}
+
+func (x *TransferLeadershipRequest) GetHops() uint32 {
+	if x != nil {
+		return x.Hops
+	}
+	return 0
+}
+
+func (x *TransferLeadershipRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+type TransferLeadershipResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeadershipResponse) Reset() {
+	*x = TransferLeadershipResponse{}
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeadershipResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeadershipResponse) ProtoMessage() {}
+
+func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
+func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
+	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{1}
+}
+
 type ReadIndexRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Hops          uint32                 `protobuf:"varint,1,opt,name=hops,proto3" json:"hops,omitempty"`
@@ -34,7 +133,7 @@ type ReadIndexRequest struct {
 
 func (x *ReadIndexRequest) Reset() {
 	*x = ReadIndexRequest{}
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[0]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -46,7 +145,7 @@ func (x *ReadIndexRequest) String() string {
 func (*ReadIndexRequest) ProtoMessage() {}
 
 func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[0]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -59,7 +158,7 @@ func (x *ReadIndexRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexRequest.ProtoReflect.Descriptor instead.
 func (*ReadIndexRequest) Descriptor() ([]byte, []int) {
-	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{0}
+	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ReadIndexRequest) GetHops() uint32 {
@@ -78,7 +177,7 @@ type ReadIndexResponse struct {
 
 func (x *ReadIndexResponse) Reset() {
 	*x = ReadIndexResponse{}
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[1]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -90,7 +189,7 @@ func (x *ReadIndexResponse) String() string {
 func (*ReadIndexResponse) ProtoMessage() {}
 
 func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[1]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -103,7 +202,7 @@ func (x *ReadIndexResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadIndexResponse.ProtoReflect.Descriptor instead.
 func (*ReadIndexResponse) Descriptor() ([]byte, []int) {
-	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{1}
+	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ReadIndexResponse) GetIndex() uint64 {
@@ -121,7 +220,7 @@ type InfoRequest struct {
 
 func (x *InfoRequest) Reset() {
 	*x = InfoRequest{}
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[2]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -133,7 +232,7 @@ func (x *InfoRequest) String() string {
 func (*InfoRequest) ProtoMessage() {}
 
 func (x *InfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[2]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -146,7 +245,7 @@ func (x *InfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoRequest.ProtoReflect.Descriptor instead.
 func (*InfoRequest) Descriptor() ([]byte, []int) {
-	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{2}
+	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{4}
 }
 
 type Server struct {
@@ -161,7 +260,7 @@ type Server struct {
 
 func (x *Server) Reset() {
 	*x = Server{}
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[3]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -173,7 +272,7 @@ func (x *Server) String() string {
 func (*Server) ProtoMessage() {}
 
 func (x *Server) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[3]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -186,7 +285,7 @@ func (x *Server) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Server.ProtoReflect.Descriptor instead.
 func (*Server) Descriptor() ([]byte, []int) {
-	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{3}
+	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Server) GetId() string {
@@ -256,7 +355,7 @@ type InfoResponse struct {
 
 func (x *InfoResponse) Reset() {
 	*x = InfoResponse{}
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[4]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -268,7 +367,7 @@ func (x *InfoResponse) String() string {
 func (*InfoResponse) ProtoMessage() {}
 
 func (x *InfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[4]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -281,7 +380,7 @@ func (x *InfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InfoResponse.ProtoReflect.Descriptor instead.
 func (*InfoResponse) Descriptor() ([]byte, []int) {
-	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{4}
+	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *InfoResponse) GetServerId() string {
@@ -448,7 +547,7 @@ type StateHash struct {
 
 func (x *StateHash) Reset() {
 	*x = StateHash{}
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[5]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -460,7 +559,7 @@ func (x *StateHash) String() string {
 func (*StateHash) ProtoMessage() {}
 
 func (x *StateHash) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[5]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -473,7 +572,7 @@ func (x *StateHash) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateHash.ProtoReflect.Descriptor instead.
 func (*StateHash) Descriptor() ([]byte, []int) {
-	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{5}
+	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StateHash) GetIndex() uint64 {
@@ -509,7 +608,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[6]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -521,7 +620,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[6]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -534,7 +633,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{6}
+	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *JoinRequest) GetServerId() string {
@@ -597,7 +696,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[7]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -609,7 +708,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[7]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -622,7 +721,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{7}
+	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *JoinResponse) GetOutcome() string {
@@ -649,7 +748,7 @@ type LeaveRequest struct {
 
 func (x *LeaveRequest) Reset() {
 	*x = LeaveRequest{}
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[8]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -661,7 +760,7 @@ func (x *LeaveRequest) String() string {
 func (*LeaveRequest) ProtoMessage() {}
 
 func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[8]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -674,7 +773,7 @@ func (x *LeaveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveRequest.ProtoReflect.Descriptor instead.
 func (*LeaveRequest) Descriptor() ([]byte, []int) {
-	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{8}
+	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *LeaveRequest) GetServerId() string {
@@ -699,7 +798,7 @@ type LeaveResponse struct {
 
 func (x *LeaveResponse) Reset() {
 	*x = LeaveResponse{}
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[9]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -711,7 +810,7 @@ func (x *LeaveResponse) String() string {
 func (*LeaveResponse) ProtoMessage() {}
 
 func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[9]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -724,7 +823,7 @@ func (x *LeaveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaveResponse.ProtoReflect.Descriptor instead.
 func (*LeaveResponse) Descriptor() ([]byte, []int) {
-	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{9}
+	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{11}
 }
 
 type ApplyRequest struct {
@@ -737,7 +836,7 @@ type ApplyRequest struct {
 
 func (x *ApplyRequest) Reset() {
 	*x = ApplyRequest{}
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[10]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -749,7 +848,7 @@ func (x *ApplyRequest) String() string {
 func (*ApplyRequest) ProtoMessage() {}
 
 func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[10]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -762,7 +861,7 @@ func (x *ApplyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyRequest.ProtoReflect.Descriptor instead.
 func (*ApplyRequest) Descriptor() ([]byte, []int) {
-	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{10}
+	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ApplyRequest) GetCommand() []byte {
@@ -789,7 +888,7 @@ type ApplyResponse struct {
 
 func (x *ApplyResponse) Reset() {
 	*x = ApplyResponse{}
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[11]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -801,7 +900,7 @@ func (x *ApplyResponse) String() string {
 func (*ApplyResponse) ProtoMessage() {}
 
 func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_peerpb_peer_proto_msgTypes[11]
+	mi := &file_raftstore_peerpb_peer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -814,7 +913,7 @@ func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyResponse) Descriptor() ([]byte, []int) {
-	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{11}
+	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ApplyResponse) GetResult() []byte {
@@ -828,7 +927,12 @@ var File_raftstore_peerpb_peer_proto protoreflect.FileDescriptor
 
 const file_raftstore_peerpb_peer_proto_rawDesc = "" +
 	"\n" +
-	"\x1braftstore/peerpb/peer.proto\x12\x11bagkeeper.peer.v1\"&\n" +
+	"\x1braftstore/peerpb/peer.proto\x12\x11bagkeeper.peer.v1\"`\n" +
+	"\x19TransferLeadershipRequest\x12\x1b\n" +
+	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x12\n" +
+	"\x04hops\x18\x02 \x01(\rR\x04hops\x12\x12\n" +
+	"\x04from\x18\x03 \x01(\tR\x04from\"\x1c\n" +
+	"\x1aTransferLeadershipResponse\"&\n" +
 	"\x10ReadIndexRequest\x12\x12\n" +
 	"\x04hops\x18\x01 \x01(\rR\x04hops\")\n" +
 	"\x11ReadIndexResponse\x12\x14\n" +
@@ -892,13 +996,14 @@ const file_raftstore_peerpb_peer_proto_rawDesc = "" +
 	"\acommand\x18\x01 \x01(\fR\acommand\x12\x12\n" +
 	"\x04hops\x18\x02 \x01(\rR\x04hops\"'\n" +
 	"\rApplyResponse\x12\x16\n" +
-	"\x06result\x18\x01 \x01(\fR\x06result2\x88\x03\n" +
+	"\x06result\x18\x01 \x01(\fR\x06result2\xfb\x03\n" +
 	"\x04Peer\x12G\n" +
 	"\x04Info\x12\x1e.bagkeeper.peer.v1.InfoRequest\x1a\x1f.bagkeeper.peer.v1.InfoResponse\x12G\n" +
 	"\x04Join\x12\x1e.bagkeeper.peer.v1.JoinRequest\x1a\x1f.bagkeeper.peer.v1.JoinResponse\x12J\n" +
 	"\x05Leave\x12\x1f.bagkeeper.peer.v1.LeaveRequest\x1a .bagkeeper.peer.v1.LeaveResponse\x12J\n" +
 	"\x05Apply\x12\x1f.bagkeeper.peer.v1.ApplyRequest\x1a .bagkeeper.peer.v1.ApplyResponse\x12V\n" +
-	"\tReadIndex\x12#.bagkeeper.peer.v1.ReadIndexRequest\x1a$.bagkeeper.peer.v1.ReadIndexResponseB1Z/github.com/bagkeeper/bagkeeper/raftstore/peerpbb\x06proto3"
+	"\tReadIndex\x12#.bagkeeper.peer.v1.ReadIndexRequest\x1a$.bagkeeper.peer.v1.ReadIndexResponse\x12q\n" +
+	"\x12TransferLeadership\x12,.bagkeeper.peer.v1.TransferLeadershipRequest\x1a-.bagkeeper.peer.v1.TransferLeadershipResponseB1Z/github.com/bagkeeper/bagkeeper/raftstore/peerpbb\x06proto3"
 
 var (
 	file_raftstore_peerpb_peer_proto_rawDescOnce sync.Once
@@ -912,37 +1017,41 @@ func file_raftstore_peerpb_peer_proto_rawDescGZIP() []byte {
 	return file_raftstore_peerpb_peer_proto_rawDescData
 }
 
-var file_raftstore_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_raftstore_peerpb_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_raftstore_peerpb_peer_proto_goTypes = []any{
-	(*ReadIndexRequest)(nil),  // 0: bagkeeper.peer.v1.ReadIndexRequest
-	(*ReadIndexResponse)(nil), // 1: bagkeeper.peer.v1.ReadIndexResponse
-	(*InfoRequest)(nil),       // 2: bagkeeper.peer.v1.InfoRequest
-	(*Server)(nil),            // 3: bagkeeper.peer.v1.Server
-	(*InfoResponse)(nil),      // 4: bagkeeper.peer.v1.InfoResponse
-	(*StateHash)(nil),         // 5: bagkeeper.peer.v1.StateHash
-	(*JoinRequest)(nil),       // 6: bagkeeper.peer.v1.JoinRequest
-	(*JoinResponse)(nil),      // 7: bagkeeper.peer.v1.JoinResponse
-	(*LeaveRequest)(nil),      // 8: bagkeeper.peer.v1.LeaveRequest
-	(*LeaveResponse)(nil),     // 9: bagkeeper.peer.v1.LeaveResponse
-	(*ApplyRequest)(nil),      // 10: bagkeeper.peer.v1.ApplyRequest
-	(*ApplyResponse)(nil),     // 11: bagkeeper.peer.v1.ApplyResponse
+	(*TransferLeadershipRequest)(nil),  // 0: bagkeeper.peer.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 1: bagkeeper.peer.v1.TransferLeadershipResponse
+	(*ReadIndexRequest)(nil),           // 2: bagkeeper.peer.v1.ReadIndexRequest
+	(*ReadIndexResponse)(nil),          // 3: bagkeeper.peer.v1.ReadIndexResponse
+	(*InfoRequest)(nil),                // 4: bagkeeper.peer.v1.InfoRequest
+	(*Server)(nil),                     // 5: bagkeeper.peer.v1.Server
+	(*InfoResponse)(nil),               // 6: bagkeeper.peer.v1.InfoResponse
+	(*StateHash)(nil),                  // 7: bagkeeper.peer.v1.StateHash
+	(*JoinRequest)(nil),                // 8: bagkeeper.peer.v1.JoinRequest
+	(*JoinResponse)(nil),               // 9: bagkeeper.peer.v1.JoinResponse
+	(*LeaveRequest)(nil),               // 10: bagkeeper.peer.v1.LeaveRequest
+	(*LeaveResponse)(nil),              // 11: bagkeeper.peer.v1.LeaveResponse
+	(*ApplyRequest)(nil),               // 12: bagkeeper.peer.v1.ApplyRequest
+	(*ApplyResponse)(nil),              // 13: bagkeeper.peer.v1.ApplyResponse
 }
 var file_raftstore_peerpb_peer_proto_depIdxs = []int32{
-	3,  // 0: bagkeeper.peer.v1.InfoResponse.bootstrap_proposal:type_name -> bagkeeper.peer.v1.Server
-	3,  // 1: bagkeeper.peer.v1.InfoResponse.configuration:type_name -> bagkeeper.peer.v1.Server
-	5,  // 2: bagkeeper.peer.v1.InfoResponse.state_hashes:type_name -> bagkeeper.peer.v1.StateHash
-	2,  // 3: bagkeeper.peer.v1.Peer.Info:input_type -> bagkeeper.peer.v1.InfoRequest
-	6,  // 4: bagkeeper.peer.v1.Peer.Join:input_type -> bagkeeper.peer.v1.JoinRequest
-	8,  // 5: bagkeeper.peer.v1.Peer.Leave:input_type -> bagkeeper.peer.v1.LeaveRequest
-	10, // 6: bagkeeper.peer.v1.Peer.Apply:input_type -> bagkeeper.peer.v1.ApplyRequest
-	0,  // 7: bagkeeper.peer.v1.Peer.ReadIndex:input_type -> bagkeeper.peer.v1.ReadIndexRequest
-	4,  // 8: bagkeeper.peer.v1.Peer.Info:output_type -> bagkeeper.peer.v1.InfoResponse
-	7,  // 9: bagkeeper.peer.v1.Peer.Join:output_type -> bagkeeper.peer.v1.JoinResponse
-	9,  // 10: bagkeeper.peer.v1.Peer.Leave:output_type -> bagkeeper.peer.v1.LeaveResponse
-	11, // 11: bagkeeper.peer.v1.Peer.Apply:output_type -> bagkeeper.peer.v1.ApplyResponse
-	1,  // 12: bagkeeper.peer.v1.Peer.ReadIndex:output_type -> bagkeeper.peer.v1.ReadIndexResponse
-	8,  // [8:13] is the sub-list for method output_type
-	3,  // [3:8] is the sub-list for method input_type
+	5,  // 0: bagkeeper.peer.v1.InfoResponse.bootstrap_proposal:type_name -> bagkeeper.peer.v1.Server
+	5,  // 1: bagkeeper.peer.v1.InfoResponse.configuration:type_name -> bagkeeper.peer.v1.Server
+	7,  // 2: bagkeeper.peer.v1.InfoResponse.state_hashes:type_name -> bagkeeper.peer.v1.StateHash
+	4,  // 3: bagkeeper.peer.v1.Peer.Info:input_type -> bagkeeper.peer.v1.InfoRequest
+	8,  // 4: bagkeeper.peer.v1.Peer.Join:input_type -> bagkeeper.peer.v1.JoinRequest
+	10, // 5: bagkeeper.peer.v1.Peer.Leave:input_type -> bagkeeper.peer.v1.LeaveRequest
+	12, // 6: bagkeeper.peer.v1.Peer.Apply:input_type -> bagkeeper.peer.v1.ApplyRequest
+	2,  // 7: bagkeeper.peer.v1.Peer.ReadIndex:input_type -> bagkeeper.peer.v1.ReadIndexRequest
+	0,  // 8: bagkeeper.peer.v1.Peer.TransferLeadership:input_type -> bagkeeper.peer.v1.TransferLeadershipRequest
+	6,  // 9: bagkeeper.peer.v1.Peer.Info:output_type -> bagkeeper.peer.v1.InfoResponse
+	9,  // 10: bagkeeper.peer.v1.Peer.Join:output_type -> bagkeeper.peer.v1.JoinResponse
+	11, // 11: bagkeeper.peer.v1.Peer.Leave:output_type -> bagkeeper.peer.v1.LeaveResponse
+	13, // 12: bagkeeper.peer.v1.Peer.Apply:output_type -> bagkeeper.peer.v1.ApplyResponse
+	3,  // 13: bagkeeper.peer.v1.Peer.ReadIndex:output_type -> bagkeeper.peer.v1.ReadIndexResponse
+	1,  // 14: bagkeeper.peer.v1.Peer.TransferLeadership:output_type -> bagkeeper.peer.v1.TransferLeadershipResponse
+	9,  // [9:15] is the sub-list for method output_type
+	3,  // [3:9] is the sub-list for method input_type
 	3,  // [3:3] is the sub-list for extension type_name
 	3,  // [3:3] is the sub-list for extension extendee
 	0,  // [0:3] is the sub-list for field type_name
@@ -959,7 +1068,7 @@ func file_raftstore_peerpb_peer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftstore_peerpb_peer_proto_rawDesc), len(file_raftstore_peerpb_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

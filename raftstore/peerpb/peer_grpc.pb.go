@@ -23,11 +23,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Peer_Info_FullMethodName      = "/bagkeeper.peer.v1.Peer/Info"
-	Peer_Join_FullMethodName      = "/bagkeeper.peer.v1.Peer/Join"
-	Peer_Leave_FullMethodName     = "/bagkeeper.peer.v1.Peer/Leave"
-	Peer_Apply_FullMethodName     = "/bagkeeper.peer.v1.Peer/Apply"
-	Peer_ReadIndex_FullMethodName = "/bagkeeper.peer.v1.Peer/ReadIndex"
+	Peer_Info_FullMethodName               = "/bagkeeper.peer.v1.Peer/Info"
+	Peer_Join_FullMethodName               = "/bagkeeper.peer.v1.Peer/Join"
+	Peer_Leave_FullMethodName              = "/bagkeeper.peer.v1.Peer/Leave"
+	Peer_Apply_FullMethodName              = "/bagkeeper.peer.v1.Peer/Apply"
+	Peer_ReadIndex_FullMethodName          = "/bagkeeper.peer.v1.Peer/ReadIndex"
+	Peer_TransferLeadership_FullMethodName = "/bagkeeper.peer.v1.Peer/TransferLeadership"
 )
 
 // PeerClient is the client API for Peer service.
@@ -51,6 +52,10 @@ type PeerClient interface {
 	// applied that index may answer a read as if the leader had (the Raft
 	// thesis, section 6.4). A follower forwards it to the leader.
 	ReadIndex(ctx context.Context, in *ReadIndexRequest, opts ...grpc.CallOption) (*ReadIndexResponse, error)
+	// TransferLeadership asks the leader to hand raft leadership to a voter
+	// (server_id), or to the most up-to-date one (server_id empty). A
+	// follower forwards it to the leader.
+	TransferLeadership(ctx context.Context, in *TransferLeadershipRequest, opts ...grpc.CallOption) (*TransferLeadershipResponse, error)
 }
 
 type peerClient struct {
@@ -111,6 +116,16 @@ func (c *peerClient) ReadIndex(ctx context.Context, in *ReadIndexRequest, opts .
 	return out, nil
 }
 
+func (c *peerClient) TransferLeadership(ctx context.Context, in *TransferLeadershipRequest, opts ...grpc.CallOption) (*TransferLeadershipResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TransferLeadershipResponse)
+	err := c.cc.Invoke(ctx, Peer_TransferLeadership_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
 // for forward compatibility.
@@ -132,6 +147,10 @@ type PeerServer interface {
 	// applied that index may answer a read as if the leader had (the Raft
 	// thesis, section 6.4). A follower forwards it to the leader.
 	ReadIndex(context.Context, *ReadIndexRequest) (*ReadIndexResponse, error)
+	// TransferLeadership asks the leader to hand raft leadership to a voter
+	// (server_id), or to the most up-to-date one (server_id empty). A
+	// follower forwards it to the leader.
+	TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error)
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -156,6 +175,9 @@ func (UnimplementedPeerServer) Apply(context.Context, *ApplyRequest) (*ApplyResp
 }
 func (UnimplementedPeerServer) ReadIndex(context.Context, *ReadIndexRequest) (*ReadIndexResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReadIndex not implemented")
+}
+func (UnimplementedPeerServer) TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TransferLeadership not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -268,6 +290,24 @@ func _Peer_ReadIndex_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Peer_TransferLeadership_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TransferLeadershipRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).TransferLeadership(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_TransferLeadership_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).TransferLeadership(ctx, req.(*TransferLeadershipRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -294,6 +334,10 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReadIndex",
 			Handler:    _Peer_ReadIndex_Handler,
+		},
+		{
+			MethodName: "TransferLeadership",
+			Handler:    _Peer_TransferLeadership_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -2234,6 +2234,104 @@ func (x *Action) GetPod() string {
 	return ""
 }
 
+type TransferLeadershipRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The member to lead (its id as `bagkeeper status` shows it); empty for
+	// any voter.
+	Member        string `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeadershipRequest) Reset() {
+	*x = TransferLeadershipRequest{}
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeadershipRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeadershipRequest) ProtoMessage() {}
+
+func (x *TransferLeadershipRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeadershipRequest.ProtoReflect.Descriptor instead.
+func (*TransferLeadershipRequest) Descriptor() ([]byte, []int) {
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *TransferLeadershipRequest) GetMember() string {
+	if x != nil {
+		return x.Member
+	}
+	return ""
+}
+
+type TransferLeadershipResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Previous      string                 `protobuf:"bytes,1,opt,name=previous,proto3" json:"previous,omitempty"`
+	Leader        string                 `protobuf:"bytes,2,opt,name=leader,proto3" json:"leader,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeadershipResponse) Reset() {
+	*x = TransferLeadershipResponse{}
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeadershipResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeadershipResponse) ProtoMessage() {}
+
+func (x *TransferLeadershipResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeadershipResponse.ProtoReflect.Descriptor instead.
+func (*TransferLeadershipResponse) Descriptor() ([]byte, []int) {
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *TransferLeadershipResponse) GetPrevious() string {
+	if x != nil {
+		return x.Previous
+	}
+	return ""
+}
+
+func (x *TransferLeadershipResponse) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
 var File_sidecar_adminpb_admin_proto protoreflect.FileDescriptor
 
 const file_sidecar_adminpb_admin_proto_rawDesc = "" +
@@ -2431,7 +2529,12 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"\x11started_unix_nano\x18\n" +
 	" \x01(\x03R\x0fstartedUnixNano\x12.\n" +
 	"\x13completed_unix_nano\x18\v \x01(\x03R\x11completedUnixNano\x12\x10\n" +
-	"\x03pod\x18\f \x01(\tR\x03pod2\xfc\a\n" +
+	"\x03pod\x18\f \x01(\tR\x03pod\"3\n" +
+	"\x19TransferLeadershipRequest\x12\x16\n" +
+	"\x06member\x18\x01 \x01(\tR\x06member\"P\n" +
+	"\x1aTransferLeadershipResponse\x12\x1a\n" +
+	"\bprevious\x18\x01 \x01(\tR\bprevious\x12\x16\n" +
+	"\x06leader\x18\x02 \x01(\tR\x06leader2\xf1\b\n" +
 	"\x05Admin\x12O\n" +
 	"\x06Status\x12!.bagkeeper.admin.v1.StatusRequest\x1a\".bagkeeper.admin.v1.StatusResponse\x12R\n" +
 	"\aGetBags\x12\".bagkeeper.admin.v1.GetBagsRequest\x1a#.bagkeeper.admin.v1.GetBagsResponse\x12O\n" +
@@ -2444,7 +2547,8 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"\rStageRecovery\x12(.bagkeeper.admin.v1.StageRecoveryRequest\x1a).bagkeeper.admin.v1.StageRecoveryResponse\x12d\n" +
 	"\rEnqueueAction\x12(.bagkeeper.admin.v1.EnqueueActionRequest\x1a).bagkeeper.admin.v1.EnqueueActionResponse\x12M\n" +
 	"\tGetAction\x12$.bagkeeper.admin.v1.GetActionRequest\x1a\x1a.bagkeeper.admin.v1.Action\x12^\n" +
-	"\vListActions\x12&.bagkeeper.admin.v1.ListActionsRequest\x1a'.bagkeeper.admin.v1.ListActionsResponseB0Z.github.com/bagkeeper/bagkeeper/sidecar/adminpbb\x06proto3"
+	"\vListActions\x12&.bagkeeper.admin.v1.ListActionsRequest\x1a'.bagkeeper.admin.v1.ListActionsResponse\x12s\n" +
+	"\x12TransferLeadership\x12-.bagkeeper.admin.v1.TransferLeadershipRequest\x1a..bagkeeper.admin.v1.TransferLeadershipResponseB0Z.github.com/bagkeeper/bagkeeper/sidecar/adminpbb\x06proto3"
 
 var (
 	file_sidecar_adminpb_admin_proto_rawDescOnce sync.Once
@@ -2458,41 +2562,43 @@ func file_sidecar_adminpb_admin_proto_rawDescGZIP() []byte {
 	return file_sidecar_adminpb_admin_proto_rawDescData
 }
 
-var file_sidecar_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_sidecar_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_sidecar_adminpb_admin_proto_goTypes = []any{
-	(*StatusRequest)(nil),          // 0: bagkeeper.admin.v1.StatusRequest
-	(*Member)(nil),                 // 1: bagkeeper.admin.v1.Member
-	(*Claimant)(nil),               // 2: bagkeeper.admin.v1.Claimant
-	(*Unit)(nil),                   // 3: bagkeeper.admin.v1.Unit
-	(*Relation)(nil),               // 4: bagkeeper.admin.v1.Relation
-	(*RelationStream)(nil),         // 5: bagkeeper.admin.v1.RelationStream
-	(*StatusResponse)(nil),         // 6: bagkeeper.admin.v1.StatusResponse
-	(*GetBagsRequest)(nil),         // 7: bagkeeper.admin.v1.GetBagsRequest
-	(*Bag)(nil),                    // 8: bagkeeper.admin.v1.Bag
-	(*GetBagsResponse)(nil),        // 9: bagkeeper.admin.v1.GetBagsResponse
-	(*SetBagRequest)(nil),          // 10: bagkeeper.admin.v1.SetBagRequest
-	(*SetBagResponse)(nil),         // 11: bagkeeper.admin.v1.SetBagResponse
-	(*EnsureRelationRequest)(nil),  // 12: bagkeeper.admin.v1.EnsureRelationRequest
-	(*EnsureRelationResponse)(nil), // 13: bagkeeper.admin.v1.EnsureRelationResponse
-	(*RemoveUnitRequest)(nil),      // 14: bagkeeper.admin.v1.RemoveUnitRequest
-	(*RemoveUnitResponse)(nil),     // 15: bagkeeper.admin.v1.RemoveUnitResponse
-	(*RemoveMemberRequest)(nil),    // 16: bagkeeper.admin.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),   // 17: bagkeeper.admin.v1.RemoveMemberResponse
-	(*Survivor)(nil),               // 18: bagkeeper.admin.v1.Survivor
-	(*PlanRecoveryRequest)(nil),    // 19: bagkeeper.admin.v1.PlanRecoveryRequest
-	(*PlannedSurvivor)(nil),        // 20: bagkeeper.admin.v1.PlannedSurvivor
-	(*RecoveryPlan)(nil),           // 21: bagkeeper.admin.v1.RecoveryPlan
-	(*StageRecoveryRequest)(nil),   // 22: bagkeeper.admin.v1.StageRecoveryRequest
-	(*StageRecoveryResponse)(nil),  // 23: bagkeeper.admin.v1.StageRecoveryResponse
-	(*EnqueueActionRequest)(nil),   // 24: bagkeeper.admin.v1.EnqueueActionRequest
-	(*EnqueueActionResponse)(nil),  // 25: bagkeeper.admin.v1.EnqueueActionResponse
-	(*GetActionRequest)(nil),       // 26: bagkeeper.admin.v1.GetActionRequest
-	(*ListActionsRequest)(nil),     // 27: bagkeeper.admin.v1.ListActionsRequest
-	(*ListActionsResponse)(nil),    // 28: bagkeeper.admin.v1.ListActionsResponse
-	(*ActionLogLine)(nil),          // 29: bagkeeper.admin.v1.ActionLogLine
-	(*Action)(nil),                 // 30: bagkeeper.admin.v1.Action
-	nil,                            // 31: bagkeeper.admin.v1.Bag.DataEntry
-	nil,                            // 32: bagkeeper.admin.v1.SetBagRequest.SetEntry
+	(*StatusRequest)(nil),              // 0: bagkeeper.admin.v1.StatusRequest
+	(*Member)(nil),                     // 1: bagkeeper.admin.v1.Member
+	(*Claimant)(nil),                   // 2: bagkeeper.admin.v1.Claimant
+	(*Unit)(nil),                       // 3: bagkeeper.admin.v1.Unit
+	(*Relation)(nil),                   // 4: bagkeeper.admin.v1.Relation
+	(*RelationStream)(nil),             // 5: bagkeeper.admin.v1.RelationStream
+	(*StatusResponse)(nil),             // 6: bagkeeper.admin.v1.StatusResponse
+	(*GetBagsRequest)(nil),             // 7: bagkeeper.admin.v1.GetBagsRequest
+	(*Bag)(nil),                        // 8: bagkeeper.admin.v1.Bag
+	(*GetBagsResponse)(nil),            // 9: bagkeeper.admin.v1.GetBagsResponse
+	(*SetBagRequest)(nil),              // 10: bagkeeper.admin.v1.SetBagRequest
+	(*SetBagResponse)(nil),             // 11: bagkeeper.admin.v1.SetBagResponse
+	(*EnsureRelationRequest)(nil),      // 12: bagkeeper.admin.v1.EnsureRelationRequest
+	(*EnsureRelationResponse)(nil),     // 13: bagkeeper.admin.v1.EnsureRelationResponse
+	(*RemoveUnitRequest)(nil),          // 14: bagkeeper.admin.v1.RemoveUnitRequest
+	(*RemoveUnitResponse)(nil),         // 15: bagkeeper.admin.v1.RemoveUnitResponse
+	(*RemoveMemberRequest)(nil),        // 16: bagkeeper.admin.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),       // 17: bagkeeper.admin.v1.RemoveMemberResponse
+	(*Survivor)(nil),                   // 18: bagkeeper.admin.v1.Survivor
+	(*PlanRecoveryRequest)(nil),        // 19: bagkeeper.admin.v1.PlanRecoveryRequest
+	(*PlannedSurvivor)(nil),            // 20: bagkeeper.admin.v1.PlannedSurvivor
+	(*RecoveryPlan)(nil),               // 21: bagkeeper.admin.v1.RecoveryPlan
+	(*StageRecoveryRequest)(nil),       // 22: bagkeeper.admin.v1.StageRecoveryRequest
+	(*StageRecoveryResponse)(nil),      // 23: bagkeeper.admin.v1.StageRecoveryResponse
+	(*EnqueueActionRequest)(nil),       // 24: bagkeeper.admin.v1.EnqueueActionRequest
+	(*EnqueueActionResponse)(nil),      // 25: bagkeeper.admin.v1.EnqueueActionResponse
+	(*GetActionRequest)(nil),           // 26: bagkeeper.admin.v1.GetActionRequest
+	(*ListActionsRequest)(nil),         // 27: bagkeeper.admin.v1.ListActionsRequest
+	(*ListActionsResponse)(nil),        // 28: bagkeeper.admin.v1.ListActionsResponse
+	(*ActionLogLine)(nil),              // 29: bagkeeper.admin.v1.ActionLogLine
+	(*Action)(nil),                     // 30: bagkeeper.admin.v1.Action
+	(*TransferLeadershipRequest)(nil),  // 31: bagkeeper.admin.v1.TransferLeadershipRequest
+	(*TransferLeadershipResponse)(nil), // 32: bagkeeper.admin.v1.TransferLeadershipResponse
+	nil,                                // 33: bagkeeper.admin.v1.Bag.DataEntry
+	nil,                                // 34: bagkeeper.admin.v1.SetBagRequest.SetEntry
 }
 var file_sidecar_adminpb_admin_proto_depIdxs = []int32{
 	5,  // 0: bagkeeper.admin.v1.Relation.stream:type_name -> bagkeeper.admin.v1.RelationStream
@@ -2500,9 +2606,9 @@ var file_sidecar_adminpb_admin_proto_depIdxs = []int32{
 	3,  // 2: bagkeeper.admin.v1.StatusResponse.units:type_name -> bagkeeper.admin.v1.Unit
 	4,  // 3: bagkeeper.admin.v1.StatusResponse.relations:type_name -> bagkeeper.admin.v1.Relation
 	2,  // 4: bagkeeper.admin.v1.StatusResponse.waiting:type_name -> bagkeeper.admin.v1.Claimant
-	31, // 5: bagkeeper.admin.v1.Bag.data:type_name -> bagkeeper.admin.v1.Bag.DataEntry
+	33, // 5: bagkeeper.admin.v1.Bag.data:type_name -> bagkeeper.admin.v1.Bag.DataEntry
 	8,  // 6: bagkeeper.admin.v1.GetBagsResponse.bags:type_name -> bagkeeper.admin.v1.Bag
-	32, // 7: bagkeeper.admin.v1.SetBagRequest.set:type_name -> bagkeeper.admin.v1.SetBagRequest.SetEntry
+	34, // 7: bagkeeper.admin.v1.SetBagRequest.set:type_name -> bagkeeper.admin.v1.SetBagRequest.SetEntry
 	18, // 8: bagkeeper.admin.v1.PlanRecoveryRequest.survivors:type_name -> bagkeeper.admin.v1.Survivor
 	20, // 9: bagkeeper.admin.v1.RecoveryPlan.survivors:type_name -> bagkeeper.admin.v1.PlannedSurvivor
 	18, // 10: bagkeeper.admin.v1.StageRecoveryRequest.survivors:type_name -> bagkeeper.admin.v1.Survivor
@@ -2520,19 +2626,21 @@ var file_sidecar_adminpb_admin_proto_depIdxs = []int32{
 	24, // 22: bagkeeper.admin.v1.Admin.EnqueueAction:input_type -> bagkeeper.admin.v1.EnqueueActionRequest
 	26, // 23: bagkeeper.admin.v1.Admin.GetAction:input_type -> bagkeeper.admin.v1.GetActionRequest
 	27, // 24: bagkeeper.admin.v1.Admin.ListActions:input_type -> bagkeeper.admin.v1.ListActionsRequest
-	6,  // 25: bagkeeper.admin.v1.Admin.Status:output_type -> bagkeeper.admin.v1.StatusResponse
-	9,  // 26: bagkeeper.admin.v1.Admin.GetBags:output_type -> bagkeeper.admin.v1.GetBagsResponse
-	11, // 27: bagkeeper.admin.v1.Admin.SetBag:output_type -> bagkeeper.admin.v1.SetBagResponse
-	13, // 28: bagkeeper.admin.v1.Admin.EnsureRelation:output_type -> bagkeeper.admin.v1.EnsureRelationResponse
-	15, // 29: bagkeeper.admin.v1.Admin.RemoveUnit:output_type -> bagkeeper.admin.v1.RemoveUnitResponse
-	17, // 30: bagkeeper.admin.v1.Admin.RemoveMember:output_type -> bagkeeper.admin.v1.RemoveMemberResponse
-	21, // 31: bagkeeper.admin.v1.Admin.PlanRecovery:output_type -> bagkeeper.admin.v1.RecoveryPlan
-	23, // 32: bagkeeper.admin.v1.Admin.StageRecovery:output_type -> bagkeeper.admin.v1.StageRecoveryResponse
-	25, // 33: bagkeeper.admin.v1.Admin.EnqueueAction:output_type -> bagkeeper.admin.v1.EnqueueActionResponse
-	30, // 34: bagkeeper.admin.v1.Admin.GetAction:output_type -> bagkeeper.admin.v1.Action
-	28, // 35: bagkeeper.admin.v1.Admin.ListActions:output_type -> bagkeeper.admin.v1.ListActionsResponse
-	25, // [25:36] is the sub-list for method output_type
-	14, // [14:25] is the sub-list for method input_type
+	31, // 25: bagkeeper.admin.v1.Admin.TransferLeadership:input_type -> bagkeeper.admin.v1.TransferLeadershipRequest
+	6,  // 26: bagkeeper.admin.v1.Admin.Status:output_type -> bagkeeper.admin.v1.StatusResponse
+	9,  // 27: bagkeeper.admin.v1.Admin.GetBags:output_type -> bagkeeper.admin.v1.GetBagsResponse
+	11, // 28: bagkeeper.admin.v1.Admin.SetBag:output_type -> bagkeeper.admin.v1.SetBagResponse
+	13, // 29: bagkeeper.admin.v1.Admin.EnsureRelation:output_type -> bagkeeper.admin.v1.EnsureRelationResponse
+	15, // 30: bagkeeper.admin.v1.Admin.RemoveUnit:output_type -> bagkeeper.admin.v1.RemoveUnitResponse
+	17, // 31: bagkeeper.admin.v1.Admin.RemoveMember:output_type -> bagkeeper.admin.v1.RemoveMemberResponse
+	21, // 32: bagkeeper.admin.v1.Admin.PlanRecovery:output_type -> bagkeeper.admin.v1.RecoveryPlan
+	23, // 33: bagkeeper.admin.v1.Admin.StageRecovery:output_type -> bagkeeper.admin.v1.StageRecoveryResponse
+	25, // 34: bagkeeper.admin.v1.Admin.EnqueueAction:output_type -> bagkeeper.admin.v1.EnqueueActionResponse
+	30, // 35: bagkeeper.admin.v1.Admin.GetAction:output_type -> bagkeeper.admin.v1.Action
+	28, // 36: bagkeeper.admin.v1.Admin.ListActions:output_type -> bagkeeper.admin.v1.ListActionsResponse
+	32, // 37: bagkeeper.admin.v1.Admin.TransferLeadership:output_type -> bagkeeper.admin.v1.TransferLeadershipResponse
+	26, // [26:38] is the sub-list for method output_type
+	14, // [14:26] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
 	14, // [14:14] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name
@@ -2549,7 +2657,7 @@ func file_sidecar_adminpb_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sidecar_adminpb_admin_proto_rawDesc), len(file_sidecar_adminpb_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   33,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

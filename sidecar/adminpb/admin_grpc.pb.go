@@ -24,17 +24,18 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Admin_Status_FullMethodName         = "/bagkeeper.admin.v1.Admin/Status"
-	Admin_GetBags_FullMethodName        = "/bagkeeper.admin.v1.Admin/GetBags"
-	Admin_SetBag_FullMethodName         = "/bagkeeper.admin.v1.Admin/SetBag"
-	Admin_EnsureRelation_FullMethodName = "/bagkeeper.admin.v1.Admin/EnsureRelation"
-	Admin_RemoveUnit_FullMethodName     = "/bagkeeper.admin.v1.Admin/RemoveUnit"
-	Admin_RemoveMember_FullMethodName   = "/bagkeeper.admin.v1.Admin/RemoveMember"
-	Admin_PlanRecovery_FullMethodName   = "/bagkeeper.admin.v1.Admin/PlanRecovery"
-	Admin_StageRecovery_FullMethodName  = "/bagkeeper.admin.v1.Admin/StageRecovery"
-	Admin_EnqueueAction_FullMethodName  = "/bagkeeper.admin.v1.Admin/EnqueueAction"
-	Admin_GetAction_FullMethodName      = "/bagkeeper.admin.v1.Admin/GetAction"
-	Admin_ListActions_FullMethodName    = "/bagkeeper.admin.v1.Admin/ListActions"
+	Admin_Status_FullMethodName             = "/bagkeeper.admin.v1.Admin/Status"
+	Admin_GetBags_FullMethodName            = "/bagkeeper.admin.v1.Admin/GetBags"
+	Admin_SetBag_FullMethodName             = "/bagkeeper.admin.v1.Admin/SetBag"
+	Admin_EnsureRelation_FullMethodName     = "/bagkeeper.admin.v1.Admin/EnsureRelation"
+	Admin_RemoveUnit_FullMethodName         = "/bagkeeper.admin.v1.Admin/RemoveUnit"
+	Admin_RemoveMember_FullMethodName       = "/bagkeeper.admin.v1.Admin/RemoveMember"
+	Admin_PlanRecovery_FullMethodName       = "/bagkeeper.admin.v1.Admin/PlanRecovery"
+	Admin_StageRecovery_FullMethodName      = "/bagkeeper.admin.v1.Admin/StageRecovery"
+	Admin_EnqueueAction_FullMethodName      = "/bagkeeper.admin.v1.Admin/EnqueueAction"
+	Admin_GetAction_FullMethodName          = "/bagkeeper.admin.v1.Admin/GetAction"
+	Admin_ListActions_FullMethodName        = "/bagkeeper.admin.v1.Admin/ListActions"
+	Admin_TransferLeadership_FullMethodName = "/bagkeeper.admin.v1.Admin/TransferLeadership"
 )
 
 // AdminClient is the client API for Admin service.
@@ -77,6 +78,10 @@ type AdminClient interface {
 	GetAction(ctx context.Context, in *GetActionRequest, opts ...grpc.CallOption) (*Action, error)
 	// ListActions lists the actions kept, oldest first.
 	ListActions(ctx context.Context, in *ListActionsRequest, opts ...grpc.CallOption) (*ListActionsResponse, error)
+	// TransferLeadership moves raft leadership to a voter (member), or to the
+	// most up-to-date one, and answers with the new leader. It moves the raft
+	// leader only, never the application's leader unit.
+	TransferLeadership(ctx context.Context, in *TransferLeadershipRequest, opts ...grpc.CallOption) (*TransferLeadershipResponse, error)
 }
 
 type adminClient struct {
@@ -197,6 +202,16 @@ func (c *adminClient) ListActions(ctx context.Context, in *ListActionsRequest, o
 	return out, nil
 }
 
+func (c *adminClient) TransferLeadership(ctx context.Context, in *TransferLeadershipRequest, opts ...grpc.CallOption) (*TransferLeadershipResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TransferLeadershipResponse)
+	err := c.cc.Invoke(ctx, Admin_TransferLeadership_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -237,6 +252,10 @@ type AdminServer interface {
 	GetAction(context.Context, *GetActionRequest) (*Action, error)
 	// ListActions lists the actions kept, oldest first.
 	ListActions(context.Context, *ListActionsRequest) (*ListActionsResponse, error)
+	// TransferLeadership moves raft leadership to a voter (member), or to the
+	// most up-to-date one, and answers with the new leader. It moves the raft
+	// leader only, never the application's leader unit.
+	TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -279,6 +298,9 @@ func (UnimplementedAdminServer) GetAction(context.Context, *GetActionRequest) (*
 }
 func (UnimplementedAdminServer) ListActions(context.Context, *ListActionsRequest) (*ListActionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListActions not implemented")
+}
+func (UnimplementedAdminServer) TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method TransferLeadership not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -499,6 +521,24 @@ func _Admin_ListActions_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_TransferLeadership_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TransferLeadershipRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).TransferLeadership(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_TransferLeadership_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).TransferLeadership(ctx, req.(*TransferLeadershipRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -549,6 +589,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListActions",
 			Handler:    _Admin_ListActions_Handler,
+		},
+		{
+			MethodName: "TransferLeadership",
+			Handler:    _Admin_TransferLeadership_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
