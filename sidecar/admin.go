@@ -347,6 +347,35 @@ func (a *adminServer) TransferLeadership(ctx context.Context, req *adminpb.Trans
 	}
 }
 
+func (a *adminServer) RemoveRelation(ctx context.Context, req *adminpb.RemoveRelationRequest) (*adminpb.RemoveRelationResponse, error) {
+	st, err := a.n.Read(ctx)
+	if err != nil {
+		return nil, commandStatus(err)
+	}
+	r, err := namedRelation(st, req.GetRelationId(), req.GetEndpoint())
+	if err != nil {
+		return nil, err
+	}
+	managed := r.Offered || r.RemoteSource != ""
+	if a.links != nil {
+		for _, ls := range a.links() {
+			managed = managed || ls.Key == link.EntryKey(r)
+		}
+	}
+	switch {
+	case r.Peer:
+		return nil, status.Errorf(codes.FailedPrecondition, "%s is a peer relation: it lasts as long as the application (the unit agent makes it from metadata.yaml); nothing was removed", r.Key())
+	case managed:
+		return nil, status.Errorf(codes.FailedPrecondition, "%s is a relation with %s made through the relations file: take it out of that file (on this application's side or the other's) to end it; nothing was removed", r.Key(), r.RemoteApp)
+	}
+	res, err := a.n.Apply(ctx, state.NewCommand(state.RemoveRelationOp(r.ID)))
+	if err != nil {
+		return nil, commandStatus(err)
+	}
+	a.log.Info("relation removed by an operator", "relation", r.Key(), "remote_app", r.RemoteApp)
+	return &adminpb.RemoveRelationResponse{Index: res.GetIndex()}, nil
+}
+
 func (a *adminServer) PlanRecovery(ctx context.Context, req *adminpb.PlanRecoveryRequest) (*adminpb.RecoveryPlan, error) {
 	plan, err := a.n.PlanRecovery(ctx, survivorsOf(req.GetSurvivors()))
 	if err != nil {

@@ -150,8 +150,12 @@ func TestProbesMetricsAndAdminOfARunningSidecar(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("/metrics: %s: %s", p.Metric, p.Text)
 	}
-	if regexp.MustCompile(`(?m)^bagkeeper[a-z0-9_]*[A-Z]`).MatchString(metrics) || strings.Contains(metrics, string(s.node.ID())+"\"") && !strings.Contains(metrics, `peer_id="`) {
-		t.Errorf("/metrics has camelCase names or member ids outside labels")
+	_, incarnation, _ := strings.Cut(string(s.node.ID()), "/")
+	if regexp.MustCompile(`(?m)^bagkeeper[a-z0-9_]*[A-Z]`).MatchString(metrics) || regexp.MustCompile(`(?m)^[^{ ]*`+incarnation).MatchString(metrics) {
+		t.Errorf("/metrics has camelCase names or member ids in names")
+	}
+	if !strings.Contains(metrics, `bagkeeper_info{app="app",member="`+string(s.node.ID())+`",pod="app-0"`) {
+		t.Errorf("/metrics lacks bagkeeper_info")
 	}
 
 	conn, err := grpc.NewClient("unix://"+s.cfg.AdminSocket, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -190,11 +194,32 @@ func TestProbesMetricsAndAdminOfARunningSidecar(t *testing.T) {
 	if b, err := admin.GetBags(ctx, &adminpb.GetBagsRequest{RelationId: -1, Owner: "app/0"}); err != nil || len(b.GetBags()) != 1 || b.GetBags()[0].GetData()["k"] != "v" {
 		t.Fatalf("bags of app/0: %v %v", b, err)
 	}
+	// relation remove: not a peer relation, nor through the wrong endpoint;
+	// an operator's relation with another application, yes.
+	if _, err := admin.RemoveRelation(ctx, &adminpb.RemoveRelationRequest{RelationId: rel.GetRelationId()}); status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "is a peer relation") {
+		t.Fatalf("removing the peer relation: %v", err)
+	}
+	db, err := admin.EnsureRelation(ctx, &adminpb.EnsureRelationRequest{Endpoint: "db", Interface: "pgsql", RemoteApp: "pg", RemoteEndpoint: "database"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.SetBag(ctx, &adminpb.SetBagRequest{RelationId: db.GetRelationId(), Owner: "app/0", Set: map[string]string{"k": "v"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RemoveRelation(ctx, &adminpb.RemoveRelationRequest{RelationId: db.GetRelationId(), Endpoint: "peers"}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("removing db through the wrong endpoint: %v", err)
+	}
+	if _, err := admin.RemoveRelation(ctx, &adminpb.RemoveRelationRequest{RelationId: db.GetRelationId(), Endpoint: "db"}); err != nil {
+		t.Fatalf("removing db: %v", err)
+	}
+	if _, err := admin.GetBags(ctx, &adminpb.GetBagsRequest{RelationId: db.GetRelationId()}); status.Code(err) != codes.NotFound {
+		t.Fatalf("bags of a removed relation: %v", err)
+	}
 	st, err := admin.Status(ctx, &adminpb.StatusRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !st.GetReady() || st.GetUnit() != "app/0" || len(st.GetMembers()) != 1 || !st.GetMembers()[0].GetReachable() || st.GetRelations()[0].GetBags() != 1 {
+	if !st.GetReady() || st.GetUnit() != "app/0" || len(st.GetMembers()) != 1 || !st.GetMembers()[0].GetReachable() || len(st.GetRelations()) != 1 || st.GetRelations()[0].GetBags() != 1 {
 		t.Fatalf("status %v", st)
 	}
 	if code, body := get(t, base+"/startupz"); code != 200 || body != "started\n" {

@@ -526,7 +526,7 @@ func parseRelation(s string) (int64, string, error) {
 	}
 	id, err := strconv.ParseInt(idPart, 10, 64)
 	if err != nil || id < 0 || (endpoint == "" && idPart != s) {
-		return 0, "", usageErrorf("--relation %q: expected an id or endpoint:id", s)
+		return 0, "", usageErrorf("relation %q: expected an id or endpoint:id", s)
 	}
 	return id, endpoint, nil
 }
@@ -579,20 +579,31 @@ func cmdBagsSet(e *env, args []string) error {
 }
 
 const relationUsage = `Usage: bagkeeper relation ensure --endpoint NAME [--interface NAME] (--peer | --remote-app APP --remote-endpoint NAME)
+       bagkeeper relation remove REL
 
-Creates a relation unless one with the same endpoint and remote side exists,
-and prints its key (endpoint:id). The unit agent creates peer relations from
-the charm's metadata itself; this command is for operators and demos. On a
-sidecar that runs a charm, the endpoint must be one of the charm's (a peer
-endpoint with --peer, a provides or requires endpoint without).`
+ensure creates a relation unless one with the same endpoint and remote side
+exists, and prints its key (endpoint:id). The unit agent creates peer
+relations from the charm's metadata itself; this command is for operators
+and demos. On a sidecar that runs a charm, the endpoint must be one of the
+charm's (a peer endpoint with --peer, a provides or requires endpoint
+without).
+
+remove ends a relation made with ensure (REL: id or endpoint:id): its bags
+go, and every unit runs relation-departed and relation-broken for it. Peer
+relations last as long as the application, and relations with other
+applications made through the relations file end when they leave that
+file: both are refused.`
 
 func cmdRelation(e *env, args []string) error {
+	if len(args) > 0 && args[0] == "remove" {
+		return cmdRelationRemove(e, args[1:])
+	}
 	if len(args) == 0 || args[0] != "ensure" {
 		if len(args) > 0 && (args[0] == "--help" || args[0] == "-h") {
 			fmt.Fprintln(e.stdout, relationUsage)
 			return nil
 		}
-		return usageErrorf("expected 'relation ensure'")
+		return usageErrorf("expected 'relation ensure' or 'relation remove'")
 	}
 	var a adminFlags
 	var endpoint, iface, remoteApp, remoteEndpoint string
@@ -623,6 +634,31 @@ func cmdRelation(e *env, args []string) error {
 			return err
 		}
 		fmt.Fprintf(e.stdout, "%s:%d\n", endpoint, resp.GetRelationId())
+		return nil
+	})
+}
+
+func cmdRelationRemove(e *env, args []string) error {
+	var a adminFlags
+	fs := newFlagSet("relation remove", relationUsage)
+	a.register(fs, "")
+	rest, err := parse(e, fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 {
+		return usageErrorf("expected exactly one REL (id or endpoint:id), got %q", rest)
+	}
+	id, endpoint, err := parseRelation(rest[0])
+	if err != nil {
+		return err
+	}
+	return a.call(func(ctx context.Context, c adminpb.AdminClient) error {
+		resp, err := c.RemoveRelation(ctx, &adminpb.RemoveRelationRequest{RelationId: id, Endpoint: endpoint})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "relation %s removed at raft index %d\n", rest[0], resp.GetIndex())
 		return nil
 	})
 }

@@ -199,7 +199,7 @@ func TestOtherSettingsListsEveryFlag(t *testing.T) {
 	for _, n := range otherSettings {
 		known[n] = true
 	}
-	paths := [][]string{{"status"}, {"bags"}, {"bags", "set"}, {"relation", "ensure"}, {"unit", "remove"},
+	paths := [][]string{{"status"}, {"bags"}, {"bags", "set"}, {"relation", "ensure"}, {"relation", "remove"}, {"unit", "remove"},
 		{"actions", "run"}, {"actions", "show"}, {"actions", "list"}, {"member", "remove"}, {"leader", "transfer"}, {"recover"},
 		{"hook-runner"}, {"install-tools"}, {"install"}}
 	seen := map[string]bool{}

@@ -2332,6 +2332,103 @@ func (x *TransferLeadershipResponse) GetLeader() string {
 	return ""
 }
 
+type RemoveRelationRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	RelationId int64                  `protobuf:"varint,1,opt,name=relation_id,json=relationId,proto3" json:"relation_id,omitempty"`
+	// As in GetBagsRequest.
+	Endpoint      string `protobuf:"bytes,2,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveRelationRequest) Reset() {
+	*x = RemoveRelationRequest{}
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveRelationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveRelationRequest) ProtoMessage() {}
+
+func (x *RemoveRelationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveRelationRequest.ProtoReflect.Descriptor instead.
+func (*RemoveRelationRequest) Descriptor() ([]byte, []int) {
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *RemoveRelationRequest) GetRelationId() int64 {
+	if x != nil {
+		return x.RelationId
+	}
+	return 0
+}
+
+func (x *RemoveRelationRequest) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
+}
+
+type RemoveRelationResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveRelationResponse) Reset() {
+	*x = RemoveRelationResponse{}
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveRelationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveRelationResponse) ProtoMessage() {}
+
+func (x *RemoveRelationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveRelationResponse.ProtoReflect.Descriptor instead.
+func (*RemoveRelationResponse) Descriptor() ([]byte, []int) {
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *RemoveRelationResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
 var File_sidecar_adminpb_admin_proto protoreflect.FileDescriptor
 
 const file_sidecar_adminpb_admin_proto_rawDesc = "" +
@@ -2534,7 +2631,13 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"\x06member\x18\x01 \x01(\tR\x06member\"P\n" +
 	"\x1aTransferLeadershipResponse\x12\x1a\n" +
 	"\bprevious\x18\x01 \x01(\tR\bprevious\x12\x16\n" +
-	"\x06leader\x18\x02 \x01(\tR\x06leader2\xf1\b\n" +
+	"\x06leader\x18\x02 \x01(\tR\x06leader\"T\n" +
+	"\x15RemoveRelationRequest\x12\x1f\n" +
+	"\vrelation_id\x18\x01 \x01(\x03R\n" +
+	"relationId\x12\x1a\n" +
+	"\bendpoint\x18\x02 \x01(\tR\bendpoint\".\n" +
+	"\x16RemoveRelationResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index2\xda\t\n" +
 	"\x05Admin\x12O\n" +
 	"\x06Status\x12!.bagkeeper.admin.v1.StatusRequest\x1a\".bagkeeper.admin.v1.StatusResponse\x12R\n" +
 	"\aGetBags\x12\".bagkeeper.admin.v1.GetBagsRequest\x1a#.bagkeeper.admin.v1.GetBagsResponse\x12O\n" +
@@ -2548,7 +2651,8 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"\rEnqueueAction\x12(.bagkeeper.admin.v1.EnqueueActionRequest\x1a).bagkeeper.admin.v1.EnqueueActionResponse\x12M\n" +
 	"\tGetAction\x12$.bagkeeper.admin.v1.GetActionRequest\x1a\x1a.bagkeeper.admin.v1.Action\x12^\n" +
 	"\vListActions\x12&.bagkeeper.admin.v1.ListActionsRequest\x1a'.bagkeeper.admin.v1.ListActionsResponse\x12s\n" +
-	"\x12TransferLeadership\x12-.bagkeeper.admin.v1.TransferLeadershipRequest\x1a..bagkeeper.admin.v1.TransferLeadershipResponseB0Z.github.com/bagkeeper/bagkeeper/sidecar/adminpbb\x06proto3"
+	"\x12TransferLeadership\x12-.bagkeeper.admin.v1.TransferLeadershipRequest\x1a..bagkeeper.admin.v1.TransferLeadershipResponse\x12g\n" +
+	"\x0eRemoveRelation\x12).bagkeeper.admin.v1.RemoveRelationRequest\x1a*.bagkeeper.admin.v1.RemoveRelationResponseB0Z.github.com/bagkeeper/bagkeeper/sidecar/adminpbb\x06proto3"
 
 var (
 	file_sidecar_adminpb_admin_proto_rawDescOnce sync.Once
@@ -2562,7 +2666,7 @@ func file_sidecar_adminpb_admin_proto_rawDescGZIP() []byte {
 	return file_sidecar_adminpb_admin_proto_rawDescData
 }
 
-var file_sidecar_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_sidecar_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_sidecar_adminpb_admin_proto_goTypes = []any{
 	(*StatusRequest)(nil),              // 0: bagkeeper.admin.v1.StatusRequest
 	(*Member)(nil),                     // 1: bagkeeper.admin.v1.Member
@@ -2597,8 +2701,10 @@ var file_sidecar_adminpb_admin_proto_goTypes = []any{
 	(*Action)(nil),                     // 30: bagkeeper.admin.v1.Action
 	(*TransferLeadershipRequest)(nil),  // 31: bagkeeper.admin.v1.TransferLeadershipRequest
 	(*TransferLeadershipResponse)(nil), // 32: bagkeeper.admin.v1.TransferLeadershipResponse
-	nil,                                // 33: bagkeeper.admin.v1.Bag.DataEntry
-	nil,                                // 34: bagkeeper.admin.v1.SetBagRequest.SetEntry
+	(*RemoveRelationRequest)(nil),      // 33: bagkeeper.admin.v1.RemoveRelationRequest
+	(*RemoveRelationResponse)(nil),     // 34: bagkeeper.admin.v1.RemoveRelationResponse
+	nil,                                // 35: bagkeeper.admin.v1.Bag.DataEntry
+	nil,                                // 36: bagkeeper.admin.v1.SetBagRequest.SetEntry
 }
 var file_sidecar_adminpb_admin_proto_depIdxs = []int32{
 	5,  // 0: bagkeeper.admin.v1.Relation.stream:type_name -> bagkeeper.admin.v1.RelationStream
@@ -2606,9 +2712,9 @@ var file_sidecar_adminpb_admin_proto_depIdxs = []int32{
 	3,  // 2: bagkeeper.admin.v1.StatusResponse.units:type_name -> bagkeeper.admin.v1.Unit
 	4,  // 3: bagkeeper.admin.v1.StatusResponse.relations:type_name -> bagkeeper.admin.v1.Relation
 	2,  // 4: bagkeeper.admin.v1.StatusResponse.waiting:type_name -> bagkeeper.admin.v1.Claimant
-	33, // 5: bagkeeper.admin.v1.Bag.data:type_name -> bagkeeper.admin.v1.Bag.DataEntry
+	35, // 5: bagkeeper.admin.v1.Bag.data:type_name -> bagkeeper.admin.v1.Bag.DataEntry
 	8,  // 6: bagkeeper.admin.v1.GetBagsResponse.bags:type_name -> bagkeeper.admin.v1.Bag
-	34, // 7: bagkeeper.admin.v1.SetBagRequest.set:type_name -> bagkeeper.admin.v1.SetBagRequest.SetEntry
+	36, // 7: bagkeeper.admin.v1.SetBagRequest.set:type_name -> bagkeeper.admin.v1.SetBagRequest.SetEntry
 	18, // 8: bagkeeper.admin.v1.PlanRecoveryRequest.survivors:type_name -> bagkeeper.admin.v1.Survivor
 	20, // 9: bagkeeper.admin.v1.RecoveryPlan.survivors:type_name -> bagkeeper.admin.v1.PlannedSurvivor
 	18, // 10: bagkeeper.admin.v1.StageRecoveryRequest.survivors:type_name -> bagkeeper.admin.v1.Survivor
@@ -2627,20 +2733,22 @@ var file_sidecar_adminpb_admin_proto_depIdxs = []int32{
 	26, // 23: bagkeeper.admin.v1.Admin.GetAction:input_type -> bagkeeper.admin.v1.GetActionRequest
 	27, // 24: bagkeeper.admin.v1.Admin.ListActions:input_type -> bagkeeper.admin.v1.ListActionsRequest
 	31, // 25: bagkeeper.admin.v1.Admin.TransferLeadership:input_type -> bagkeeper.admin.v1.TransferLeadershipRequest
-	6,  // 26: bagkeeper.admin.v1.Admin.Status:output_type -> bagkeeper.admin.v1.StatusResponse
-	9,  // 27: bagkeeper.admin.v1.Admin.GetBags:output_type -> bagkeeper.admin.v1.GetBagsResponse
-	11, // 28: bagkeeper.admin.v1.Admin.SetBag:output_type -> bagkeeper.admin.v1.SetBagResponse
-	13, // 29: bagkeeper.admin.v1.Admin.EnsureRelation:output_type -> bagkeeper.admin.v1.EnsureRelationResponse
-	15, // 30: bagkeeper.admin.v1.Admin.RemoveUnit:output_type -> bagkeeper.admin.v1.RemoveUnitResponse
-	17, // 31: bagkeeper.admin.v1.Admin.RemoveMember:output_type -> bagkeeper.admin.v1.RemoveMemberResponse
-	21, // 32: bagkeeper.admin.v1.Admin.PlanRecovery:output_type -> bagkeeper.admin.v1.RecoveryPlan
-	23, // 33: bagkeeper.admin.v1.Admin.StageRecovery:output_type -> bagkeeper.admin.v1.StageRecoveryResponse
-	25, // 34: bagkeeper.admin.v1.Admin.EnqueueAction:output_type -> bagkeeper.admin.v1.EnqueueActionResponse
-	30, // 35: bagkeeper.admin.v1.Admin.GetAction:output_type -> bagkeeper.admin.v1.Action
-	28, // 36: bagkeeper.admin.v1.Admin.ListActions:output_type -> bagkeeper.admin.v1.ListActionsResponse
-	32, // 37: bagkeeper.admin.v1.Admin.TransferLeadership:output_type -> bagkeeper.admin.v1.TransferLeadershipResponse
-	26, // [26:38] is the sub-list for method output_type
-	14, // [14:26] is the sub-list for method input_type
+	33, // 26: bagkeeper.admin.v1.Admin.RemoveRelation:input_type -> bagkeeper.admin.v1.RemoveRelationRequest
+	6,  // 27: bagkeeper.admin.v1.Admin.Status:output_type -> bagkeeper.admin.v1.StatusResponse
+	9,  // 28: bagkeeper.admin.v1.Admin.GetBags:output_type -> bagkeeper.admin.v1.GetBagsResponse
+	11, // 29: bagkeeper.admin.v1.Admin.SetBag:output_type -> bagkeeper.admin.v1.SetBagResponse
+	13, // 30: bagkeeper.admin.v1.Admin.EnsureRelation:output_type -> bagkeeper.admin.v1.EnsureRelationResponse
+	15, // 31: bagkeeper.admin.v1.Admin.RemoveUnit:output_type -> bagkeeper.admin.v1.RemoveUnitResponse
+	17, // 32: bagkeeper.admin.v1.Admin.RemoveMember:output_type -> bagkeeper.admin.v1.RemoveMemberResponse
+	21, // 33: bagkeeper.admin.v1.Admin.PlanRecovery:output_type -> bagkeeper.admin.v1.RecoveryPlan
+	23, // 34: bagkeeper.admin.v1.Admin.StageRecovery:output_type -> bagkeeper.admin.v1.StageRecoveryResponse
+	25, // 35: bagkeeper.admin.v1.Admin.EnqueueAction:output_type -> bagkeeper.admin.v1.EnqueueActionResponse
+	30, // 36: bagkeeper.admin.v1.Admin.GetAction:output_type -> bagkeeper.admin.v1.Action
+	28, // 37: bagkeeper.admin.v1.Admin.ListActions:output_type -> bagkeeper.admin.v1.ListActionsResponse
+	32, // 38: bagkeeper.admin.v1.Admin.TransferLeadership:output_type -> bagkeeper.admin.v1.TransferLeadershipResponse
+	34, // 39: bagkeeper.admin.v1.Admin.RemoveRelation:output_type -> bagkeeper.admin.v1.RemoveRelationResponse
+	27, // [27:40] is the sub-list for method output_type
+	14, // [14:27] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
 	14, // [14:14] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name
@@ -2657,7 +2765,7 @@ func file_sidecar_adminpb_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sidecar_adminpb_admin_proto_rawDesc), len(file_sidecar_adminpb_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   35,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

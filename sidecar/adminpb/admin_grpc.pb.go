@@ -36,6 +36,7 @@ const (
 	Admin_GetAction_FullMethodName          = "/bagkeeper.admin.v1.Admin/GetAction"
 	Admin_ListActions_FullMethodName        = "/bagkeeper.admin.v1.Admin/ListActions"
 	Admin_TransferLeadership_FullMethodName = "/bagkeeper.admin.v1.Admin/TransferLeadership"
+	Admin_RemoveRelation_FullMethodName     = "/bagkeeper.admin.v1.Admin/RemoveRelation"
 )
 
 // AdminClient is the client API for Admin service.
@@ -82,6 +83,9 @@ type AdminClient interface {
 	// most up-to-date one, and answers with the new leader. It moves the raft
 	// leader only, never the application's leader unit.
 	TransferLeadership(ctx context.Context, in *TransferLeadershipRequest, opts ...grpc.CallOption) (*TransferLeadershipResponse, error)
+	// RemoveRelation ends a relation an operator made (relation ensure): its
+	// bags go, and the units run relation-departed and relation-broken.
+	RemoveRelation(ctx context.Context, in *RemoveRelationRequest, opts ...grpc.CallOption) (*RemoveRelationResponse, error)
 }
 
 type adminClient struct {
@@ -212,6 +216,16 @@ func (c *adminClient) TransferLeadership(ctx context.Context, in *TransferLeader
 	return out, nil
 }
 
+func (c *adminClient) RemoveRelation(ctx context.Context, in *RemoveRelationRequest, opts ...grpc.CallOption) (*RemoveRelationResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RemoveRelationResponse)
+	err := c.cc.Invoke(ctx, Admin_RemoveRelation_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -256,6 +270,9 @@ type AdminServer interface {
 	// most up-to-date one, and answers with the new leader. It moves the raft
 	// leader only, never the application's leader unit.
 	TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error)
+	// RemoveRelation ends a relation an operator made (relation ensure): its
+	// bags go, and the units run relation-departed and relation-broken.
+	RemoveRelation(context.Context, *RemoveRelationRequest) (*RemoveRelationResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -301,6 +318,9 @@ func (UnimplementedAdminServer) ListActions(context.Context, *ListActionsRequest
 }
 func (UnimplementedAdminServer) TransferLeadership(context.Context, *TransferLeadershipRequest) (*TransferLeadershipResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method TransferLeadership not implemented")
+}
+func (UnimplementedAdminServer) RemoveRelation(context.Context, *RemoveRelationRequest) (*RemoveRelationResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RemoveRelation not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -539,6 +559,24 @@ func _Admin_TransferLeadership_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_RemoveRelation_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RemoveRelationRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).RemoveRelation(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_RemoveRelation_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).RemoveRelation(ctx, req.(*RemoveRelationRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -593,6 +631,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "TransferLeadership",
 			Handler:    _Admin_TransferLeadership_Handler,
+		},
+		{
+			MethodName: "RemoveRelation",
+			Handler:    _Admin_RemoveRelation_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
