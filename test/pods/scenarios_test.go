@@ -1,0 +1,10 @@
+package pods
+
+import (
+	"testing"
+)
+
+func TestPods(t *testing.T) {
+	a := startApp(t)
+	a.check(t)
+}
