@@ -66,6 +66,10 @@ type Config struct {
 
 	// Runner runs hooks (default: a local runner in this process).
 	Runner Runner
+	// RunnerStopping is called when a remote runner says its container is
+	// stopping (the pod is going away); it returns once the stop hook has
+	// run through that runner. Nil: the call is answered at once.
+	RunnerStopping func(ctx context.Context)
 
 	// Address is the pod's address as charms see it (private-address).
 	Address string

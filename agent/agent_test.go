@@ -425,6 +425,61 @@ func TestRemoteHookRunnerRunsHooksInItsOwnContainer(t *testing.T) {
 	})
 }
 
+func TestStoppingHookRunnerRunsTheStopHookFirst(t *testing.T) {
+	s := newMemStore(t)
+	twoUnits(s)
+	dir := charm(t, "")
+	remote := NewRemoteRunner()
+	var ta *testAgent
+	stopCalled := make(chan struct{})
+	ta = startAgent(t, s, dir, func(c *Config) {
+		c.Runner = remote
+		// What the sidecar does: stop the hooks, then run the stop hook.
+		c.RunnerStopping = func(ctx context.Context) {
+			close(stopCalled)
+			ta.cancel()
+			<-ta.done
+			ta.done <- nil // for the cleanup
+			ta.Stop(ctx)
+		}
+	})
+	other := t.TempDir()
+	if err := os.Symlink(dir, filepath.Join(other, "charm")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, sigterm := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- RunHookRunner(ctx, HookRunnerConfig{Socket: ta.socket, CharmDir: filepath.Join(other, "charm"), ToolsDir: filepath.Join(other, "tools"), ToolBinary: hookTool, Name: "charm", Logger: slog.New(slog.DiscardHandler)})
+	}()
+	waitFor(t, "start", func() error {
+		if !strings.Contains(strings.Join(ta.hooks(), ","), "start") {
+			return errors.New("not started")
+		}
+		return nil
+	})
+	// SIGTERM to the charm container: the runner asks the agent to run
+	// the stop hook, keeps serving hooks until it has, then returns.
+	sigterm()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the hook runner did not return after the stop hook")
+	}
+	select {
+	case <-stopCalled:
+	default:
+		t.Fatal("the runner returned without telling the agent it stops")
+	}
+	h := ta.hooks()
+	if strings.TrimSpace(h[len(h)-1]) != "stop" {
+		t.Fatalf("hooks %q: the last one is not stop", h)
+	}
+}
+
 func TestRemovedUnitRunsStopAndRemoveAndCommitsNothing(t *testing.T) {
 	s := newMemStore(t)
 	twoUnits(s)

@@ -27,6 +27,9 @@ type HookRunnerConfig struct {
 	ToolBinary string
 	Name       string
 	Logger     *slog.Logger
+	// StopTimeout bounds how long the runner, once told to stop, waits
+	// for the agent to run the stop hook through it (default 30s).
+	StopTimeout time.Duration
 }
 
 // RunHookRunner runs hooks for the agent until ctx ends, reconnecting when
@@ -51,15 +54,41 @@ func RunHookRunner(ctx context.Context, cfg HookRunnerConfig) error {
 	defer conn.Close()
 	client := toolpb.NewHookRunnerClient(conn)
 	runner := LocalRunner{ToolsDir: cfg.ToolsDir, Logger: cfg.Logger}
+	// Once ctx ends (the container is being stopped), hooks keep running
+	// until the agent has run the stop hook here, or StopTimeout passes.
+	run, stopRun := context.WithCancel(context.Background())
+	defer stopRun()
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		select {
+		case <-ctx.Done():
+		case <-run.Done():
+			return
+		}
+		timeout := cfg.StopTimeout
+		if timeout <= 0 {
+			timeout = 30 * time.Second
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		if _, err := client.Stopping(sctx, &toolpb.RunnerHello{Name: cfg.Name}); err != nil {
+			cfg.Logger.Warn("stopping without the stop hook: the agent did not run it", "err", err)
+		} else {
+			cfg.Logger.Info("the agent ran the stop hook; stopping")
+		}
+		stopRun()
+	}()
+	defer func() { stopRun(); <-stopped }()
 	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		err := runHooks(ctx, client, runner, cfg)
-		if ctx.Err() != nil {
+	for run.Err() == nil {
+		err := runHooks(run, client, runner, cfg)
+		if run.Err() != nil {
 			break
 		}
 		cfg.Logger.Warn("connection to the agent lost; reconnecting", "err", err, "in", backoff.String())
 		select {
-		case <-ctx.Done():
+		case <-run.Done():
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 5*time.Second)

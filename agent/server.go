@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -76,7 +77,7 @@ func (a *Agent) serve() (*server, error) {
 	s.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(MaxToolRequest), grpc.MaxSendMsgSize(MaxToolReply))
 	toolpb.RegisterHookToolsServer(s.grpc, &toolServer{a: a})
 	if rr, ok := a.cfg.Runner.(*RemoteRunner); ok {
-		toolpb.RegisterHookRunnerServer(s.grpc, &runnerServer{r: rr})
+		toolpb.RegisterHookRunnerServer(s.grpc, &runnerServer{r: rr, stopping: a.cfg.RunnerStopping, logger: a.logger()})
 	}
 	// No service is registered: every call, whatever its method, goes to
 	// refuseCall. A refused caller gets a minute, then its connection is
@@ -273,7 +274,17 @@ func (t *toolServer) Run(ctx context.Context, req *toolpb.RunRequest) (*toolpb.R
 
 type runnerServer struct {
 	toolpb.UnimplementedHookRunnerServer
-	r *RemoteRunner
+	r        *RemoteRunner
+	stopping func(ctx context.Context)
+	logger   *slog.Logger
+}
+
+func (s *runnerServer) Stopping(ctx context.Context, hello *toolpb.RunnerHello) (*toolpb.DoneAck, error) {
+	s.logger.Info("the hook runner's container is stopping; running the stop hook", "runner", hello.GetName())
+	if s.stopping != nil {
+		s.stopping(ctx)
+	}
+	return &toolpb.DoneAck{}, nil
 }
 
 func (s *runnerServer) Hooks(hello *toolpb.RunnerHello, stream toolpb.HookRunner_HooksServer) error {

@@ -20,6 +20,14 @@ type unitAgent struct {
 	watcher *filewatch.Watcher
 	cancel  context.CancelFunc
 	done    chan struct{}
+
+	// mu guards stopping: once the hooks stop (the sidecar stops, or the
+	// charm container's hook runner says the pod is going away), they
+	// never start again, and the stop hook runs once; stopped is closed
+	// when it has.
+	mu       sync.Mutex
+	stopping bool
+	stopped  chan struct{}
 }
 
 // startAgent prepares the unit agent: it reads the charm, opens the hook
@@ -58,7 +66,7 @@ func (s *Sidecar) startAgent() error {
 	if pod == "" {
 		pod = string(s.node.ID())
 	}
-	ua := &unitAgent{done: make(chan struct{})}
+	ua := &unitAgent{done: make(chan struct{}), stopped: make(chan struct{})}
 	ua.ln, err = unixsock.Listen(socket, 0o660)
 	if err != nil {
 		return fmt.Errorf("hook tool socket %s: %w", socket, err)
@@ -81,7 +89,8 @@ func (s *Sidecar) startAgent() error {
 		Charm: charm, ConfigFile: as.ConfigFile, ConfigChanged: changed,
 		Listener: ua.ln, Socket: socket, ToolsDir: toolsDir, ToolBinary: toolBinary,
 		AllowedUIDs: as.AllowedUIDs, Runner: runner, Address: address,
-		ModelName: as.ModelName, ModelUUID: as.ModelUUID, AvailabilityZone: as.AvailabilityZone, JujuVersion: as.JujuVersion,
+		RunnerStopping: func(ctx context.Context) { s.stopHooks(ctx, true) },
+		ModelName:      as.ModelName, ModelUUID: as.ModelUUID, AvailabilityZone: as.AvailabilityZone, JujuVersion: as.JujuVersion,
 		UpdateStatusEvery: as.UpdateStatusEvery, RetryDelay: as.RetryDelay,
 		SecretsKey: as.SecretsKey,
 		Logger:     s.log, Now: s.cfg.Now,
@@ -99,8 +108,14 @@ func (s *Sidecar) startAgent() error {
 
 // runAgent runs hooks until the sidecar stops.
 func (s *Sidecar) runAgent(wg *sync.WaitGroup) {
+	ua := s.agent
+	ua.mu.Lock()
+	defer ua.mu.Unlock()
+	if ua.stopping {
+		return
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s.agent.cancel = cancel
+	ua.cancel = cancel
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -111,21 +126,41 @@ func (s *Sidecar) runAgent(wg *sync.WaitGroup) {
 	}()
 }
 
-// stopAgent lets the running hook finish, runs the stop hook and gives up
-// the leadership lease (the pod is going away).
+// stopAgent stops the hooks (see stopHooks) and closes the unit agent.
 func (s *Sidecar) stopAgent(ctx context.Context, graceful bool) {
-	ua := s.agent
-	if ua == nil {
+	if s.agent == nil {
 		return
 	}
-	if ua.cancel != nil {
-		ua.cancel()
+	s.stopHooks(ctx, graceful)
+	s.agent.close()
+}
+
+// stopHooks lets the running hook finish and, if graceful, runs the stop
+// hook (the pod is going away); no hook runs after it. It runs once: a
+// second caller (the sidecar stopping while the charm container's hook
+// runner asked for the same) waits for the first to finish.
+func (s *Sidecar) stopHooks(ctx context.Context, graceful bool) {
+	ua := s.agent
+	ua.mu.Lock()
+	if ua.stopping {
+		ua.mu.Unlock()
+		select {
+		case <-ua.stopped:
+		case <-ctx.Done():
+		}
+		return
+	}
+	ua.stopping = true
+	cancel := ua.cancel
+	ua.mu.Unlock()
+	defer close(ua.stopped)
+	if cancel != nil {
+		cancel()
 		<-ua.done
 	}
 	if graceful {
 		ua.a.Stop(ctx)
 	}
-	ua.close()
 }
 
 func (ua *unitAgent) close() {

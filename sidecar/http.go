@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -11,7 +12,9 @@ import (
 	"github.com/bagkeeper/bagkeeper/agent"
 	"github.com/bagkeeper/bagkeeper/raftstore"
 	"github.com/bagkeeper/bagkeeper/raftstore/state"
+	"github.com/bagkeeper/bagkeeper/sidecar/adminpb"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // maxLeaderSilence is how long a follower may go without hearing from the
@@ -124,6 +127,40 @@ func (s *Sidecar) startHTTP() error {
 			return
 		}
 		fmt.Fprintf(w, "ready: %s\n", s.Unit())
+	})
+	mux.HandleFunc("GET /startupz", func(w http.ResponseWriter, r *http.Request) {
+		// Started means every socket is up: the hook tools' socket that
+		// a charm container's hook runner connects to, and the admin
+		// socket. A native sidecar's startup probe holds the pod's other
+		// containers back until then.
+		if !s.started.Load() {
+			http.Error(w, "starting", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "started")
+	})
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		// What `bagkeeper status` shows, read-only, for a client outside
+		// the pod (the chart's `helm test` pod): members, units and
+		// relations, never a bag's content.
+		if !s.started.Load() {
+			http.Error(w, "starting", http.StatusServiceUnavailable)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		defer cancel()
+		st, err := s.newAdminServer().Status(ctx, &adminpb.StatusRequest{})
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		b, err := protojson.Marshal(st)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(b)
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
 	ln, err := net.Listen("tcp", s.cfg.HTTPBind)

@@ -252,6 +252,8 @@ type Sidecar struct {
 	// secretsKeyLogged: a key that cannot read the store's secrets was
 	// logged (once; Ready says it on every probe).
 	secretsKeyLogged atomic.Bool
+	// started: Start has opened every socket (GET /startupz).
+	started atomic.Bool
 	// relations is nil without a relations file.
 	relations *relations
 
@@ -323,6 +325,7 @@ func Start(cfg Config) (*Sidecar, error) {
 		}
 	}
 	ok = true
+	s.started.Store(true)
 	return s, nil
 }
 

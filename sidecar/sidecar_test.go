@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/bagkeeper/bagkeeper/raftstore"
 	"github.com/bagkeeper/bagkeeper/raftstore/state"
@@ -156,6 +157,17 @@ func TestProbesMetricsAndAdminOfARunningSidecar(t *testing.T) {
 	}
 	if !st.GetReady() || st.GetUnit() != "app/0" || len(st.GetMembers()) != 1 || !st.GetMembers()[0].GetReachable() || st.GetRelations()[0].GetBags() != 1 {
 		t.Fatalf("status %v", st)
+	}
+	if code, body := get(t, base+"/startupz"); code != 200 || body != "started\n" {
+		t.Fatalf("/startupz = %d %q", code, body)
+	}
+	code, body := get(t, base+"/status")
+	var hs adminpb.StatusResponse
+	if code != 200 || protojson.Unmarshal([]byte(body), &hs) != nil || hs.GetUnit() != "app/0" || hs.GetLeader() == "" || len(hs.GetRelations()) != 1 {
+		t.Fatalf("/status = %d %s", code, body)
+	}
+	if strings.Contains(body, `"v"`) {
+		t.Fatalf("/status shows a bag's content: %s", body)
 	}
 	info, err := os.Stat(s.cfg.AdminSocket)
 	if err != nil || info.Mode().Perm() != 0o600 {

@@ -530,11 +530,12 @@ const file_agent_toolpb_tools_proto_rawDesc = "" +
 	"\x06stderr\x18x \x01(\fR\x06stderr\"\t\n" +
 	"\aDoneAck2S\n" +
 	"\tHookTools\x12F\n" +
-	"\x03Run\x12\x1e.bagkeeper.tools.v1.RunRequest\x1a\x1f.bagkeeper.tools.v1.RunResponse2\xa1\x01\n" +
+	"\x03Run\x12\x1e.bagkeeper.tools.v1.RunRequest\x1a\x1f.bagkeeper.tools.v1.RunResponse2\xeb\x01\n" +
 	"\n" +
 	"HookRunner\x12N\n" +
 	"\x05Hooks\x12\x1f.bagkeeper.tools.v1.RunnerHello\x1a\".bagkeeper.tools.v1.HookAssignment0\x01\x12C\n" +
-	"\x04Done\x12\x1e.bagkeeper.tools.v1.HookResult\x1a\x1b.bagkeeper.tools.v1.DoneAckB-Z+github.com/bagkeeper/bagkeeper/agent/toolpbb\x06proto3"
+	"\x04Done\x12\x1e.bagkeeper.tools.v1.HookResult\x1a\x1b.bagkeeper.tools.v1.DoneAck\x12H\n" +
+	"\bStopping\x12\x1f.bagkeeper.tools.v1.RunnerHello\x1a\x1b.bagkeeper.tools.v1.DoneAckB-Z+github.com/bagkeeper/bagkeeper/agent/toolpbb\x06proto3"
 
 var (
 	file_agent_toolpb_tools_proto_rawDescOnce sync.Once
@@ -563,11 +564,13 @@ var file_agent_toolpb_tools_proto_depIdxs = []int32{
 	0, // 1: bagkeeper.tools.v1.HookTools.Run:input_type -> bagkeeper.tools.v1.RunRequest
 	2, // 2: bagkeeper.tools.v1.HookRunner.Hooks:input_type -> bagkeeper.tools.v1.RunnerHello
 	4, // 3: bagkeeper.tools.v1.HookRunner.Done:input_type -> bagkeeper.tools.v1.HookResult
-	1, // 4: bagkeeper.tools.v1.HookTools.Run:output_type -> bagkeeper.tools.v1.RunResponse
-	3, // 5: bagkeeper.tools.v1.HookRunner.Hooks:output_type -> bagkeeper.tools.v1.HookAssignment
-	5, // 6: bagkeeper.tools.v1.HookRunner.Done:output_type -> bagkeeper.tools.v1.DoneAck
-	4, // [4:7] is the sub-list for method output_type
-	1, // [1:4] is the sub-list for method input_type
+	2, // 4: bagkeeper.tools.v1.HookRunner.Stopping:input_type -> bagkeeper.tools.v1.RunnerHello
+	1, // 5: bagkeeper.tools.v1.HookTools.Run:output_type -> bagkeeper.tools.v1.RunResponse
+	3, // 6: bagkeeper.tools.v1.HookRunner.Hooks:output_type -> bagkeeper.tools.v1.HookAssignment
+	5, // 7: bagkeeper.tools.v1.HookRunner.Done:output_type -> bagkeeper.tools.v1.DoneAck
+	5, // 8: bagkeeper.tools.v1.HookRunner.Stopping:output_type -> bagkeeper.tools.v1.DoneAck
+	5, // [5:9] is the sub-list for method output_type
+	1, // [1:5] is the sub-list for method input_type
 	1, // [1:1] is the sub-list for extension type_name
 	1, // [1:1] is the sub-list for extension extendee
 	0, // [0:1] is the sub-list for field type_name

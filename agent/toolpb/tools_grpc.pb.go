@@ -129,8 +129,9 @@ var HookTools_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	HookRunner_Hooks_FullMethodName = "/bagkeeper.tools.v1.HookRunner/Hooks"
-	HookRunner_Done_FullMethodName  = "/bagkeeper.tools.v1.HookRunner/Done"
+	HookRunner_Hooks_FullMethodName    = "/bagkeeper.tools.v1.HookRunner/Hooks"
+	HookRunner_Done_FullMethodName     = "/bagkeeper.tools.v1.HookRunner/Done"
+	HookRunner_Stopping_FullMethodName = "/bagkeeper.tools.v1.HookRunner/Stopping"
 )
 
 // HookRunnerClient is the client API for HookRunner service.
@@ -142,6 +143,11 @@ type HookRunnerClient interface {
 	Hooks(ctx context.Context, in *RunnerHello, opts ...grpc.CallOption) (grpc.ServerStreamingClient[HookAssignment], error)
 	// Done reports how a hook ended.
 	Done(ctx context.Context, in *HookResult, opts ...grpc.CallOption) (*DoneAck, error)
+	// Stopping says the runner's container is being stopped (the pod is
+	// going away): the agent lets the running hook finish, runs the stop
+	// hook through this runner, which keeps serving Hooks meanwhile, and
+	// runs no hook after it. It answers once the stop hook has run.
+	Stopping(ctx context.Context, in *RunnerHello, opts ...grpc.CallOption) (*DoneAck, error)
 }
 
 type hookRunnerClient struct {
@@ -181,6 +187,16 @@ func (c *hookRunnerClient) Done(ctx context.Context, in *HookResult, opts ...grp
 	return out, nil
 }
 
+func (c *hookRunnerClient) Stopping(ctx context.Context, in *RunnerHello, opts ...grpc.CallOption) (*DoneAck, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DoneAck)
+	err := c.cc.Invoke(ctx, HookRunner_Stopping_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // HookRunnerServer is the server API for HookRunner service.
 // All implementations must embed UnimplementedHookRunnerServer
 // for forward compatibility.
@@ -190,6 +206,11 @@ type HookRunnerServer interface {
 	Hooks(*RunnerHello, grpc.ServerStreamingServer[HookAssignment]) error
 	// Done reports how a hook ended.
 	Done(context.Context, *HookResult) (*DoneAck, error)
+	// Stopping says the runner's container is being stopped (the pod is
+	// going away): the agent lets the running hook finish, runs the stop
+	// hook through this runner, which keeps serving Hooks meanwhile, and
+	// runs no hook after it. It answers once the stop hook has run.
+	Stopping(context.Context, *RunnerHello) (*DoneAck, error)
 	mustEmbedUnimplementedHookRunnerServer()
 }
 
@@ -205,6 +226,9 @@ func (UnimplementedHookRunnerServer) Hooks(*RunnerHello, grpc.ServerStreamingSer
 }
 func (UnimplementedHookRunnerServer) Done(context.Context, *HookResult) (*DoneAck, error) {
 	return nil, status.Error(codes.Unimplemented, "method Done not implemented")
+}
+func (UnimplementedHookRunnerServer) Stopping(context.Context, *RunnerHello) (*DoneAck, error) {
+	return nil, status.Error(codes.Unimplemented, "method Stopping not implemented")
 }
 func (UnimplementedHookRunnerServer) mustEmbedUnimplementedHookRunnerServer() {}
 func (UnimplementedHookRunnerServer) testEmbeddedByValue()                    {}
@@ -256,6 +280,24 @@ func _HookRunner_Done_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _HookRunner_Stopping_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RunnerHello)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(HookRunnerServer).Stopping(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: HookRunner_Stopping_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(HookRunnerServer).Stopping(ctx, req.(*RunnerHello))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // HookRunner_ServiceDesc is the grpc.ServiceDesc for HookRunner service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -266,6 +308,10 @@ var HookRunner_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Done",
 			Handler:    _HookRunner_Done_Handler,
+		},
+		{
+			MethodName: "Stopping",
+			Handler:    _HookRunner_Stopping_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/bagkeeper/bagkeeper/sidecar/adminpb"
 )
@@ -104,12 +106,21 @@ member with its suffrage, address, raft state, applied index and last contact
 with the leader (each member is asked), every unit with its holder and state,
 and every relation; for a relation between applications, the revision of
 the remote application's view this group holds and, on the raft leader, the
-stream to the provider of an offer this application consumes.`
+stream to the provider of an offer this application consumes.
+
+With --url it asks a sidecar's HTTP port instead of its admin socket (GET
+/status: read-only, no bag content), as the chart's 'helm test' pod does
+from outside the pods. With --check it exits 1 unless the group is healthy:
+a raft leader is known and every voter answers.`
 
 func cmdStatus(e *env, args []string) error {
 	var a adminFlags
+	var url string
+	var check bool
 	fs := newFlagSet("status", statusUsage)
 	a.register(fs, "table|json")
+	fs.StringVar(&url, "url", "", "ask the sidecar at this HTTP `url` (e.g. http://web-0.web-peers:7401) instead of the admin socket")
+	fs.BoolVar(&check, "check", false, "exit 1 unless a raft leader is known and every voter answers")
 	rest, err := parse(e, fs, args)
 	if err != nil {
 		return err
@@ -120,17 +131,79 @@ func cmdStatus(e *env, args []string) error {
 	if err := checkFormat(a.format, "table", "json"); err != nil {
 		return err
 	}
+	show := func(st *adminpb.StatusResponse) error {
+		if a.format == "json" {
+			if err := writeJSON(e.stdout, statusJSON(st)); err != nil {
+				return err
+			}
+		} else {
+			printStatus(e.stdout, st, time.Now())
+		}
+		if check {
+			return checkHealthy(st)
+		}
+		return nil
+	}
+	if url != "" {
+		st, err := statusOverHTTP(url, a.timeout)
+		if err != nil {
+			return err
+		}
+		return show(st)
+	}
 	return a.call(func(ctx context.Context, c adminpb.AdminClient) error {
 		st, err := c.Status(ctx, &adminpb.StatusRequest{})
 		if err != nil {
 			return err
 		}
-		if a.format == "json" {
-			return writeJSON(e.stdout, statusJSON(st))
-		}
-		printStatus(e.stdout, st, time.Now())
-		return nil
+		return show(st)
 	})
+}
+
+// statusOverHTTP reads a sidecar's status from its HTTP port.
+func statusOverHTTP(url string, timeout time.Duration) (*adminpb.StatusResponse, error) {
+	url = strings.TrimSuffix(url, "/")
+	if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
+		return nil, usageErrorf("--url %q: give it as http://host:port", url)
+	}
+	client := &http.Client{Timeout: timeout}
+	resp, err := client.Get(url + "/status")
+	if err != nil {
+		return nil, fmt.Errorf("asking the sidecar at %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, adminpb.MaxReply))
+	if err != nil {
+		return nil, fmt.Errorf("reading the status from %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("the sidecar at %s answered %s: %s", url, resp.Status, strings.TrimSpace(string(body)))
+	}
+	st := &adminpb.StatusResponse{}
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(body, st); err != nil {
+		return nil, fmt.Errorf("the answer from %s is not a sidecar's status: %w", url, err)
+	}
+	return st, nil
+}
+
+// checkHealthy says why the group is not healthy, or nil.
+func checkHealthy(st *adminpb.StatusResponse) error {
+	var why []string
+	if st.GetLeader() == "" {
+		why = append(why, "no raft leader is known")
+	}
+	for _, m := range st.GetMembers() {
+		if m.GetSuffrage() == "Voter" && !m.GetReachable() {
+			why = append(why, fmt.Sprintf("voter %s (%s) does not answer", m.GetId(), m.GetAddress()))
+		}
+		if m.GetDiverged() != "" {
+			why = append(why, fmt.Sprintf("member %s diverged", m.GetId()))
+		}
+	}
+	if len(why) > 0 {
+		return fmt.Errorf("unhealthy: %s", strings.Join(why, "; "))
+	}
+	return nil
 }
 
 func writeJSON(w io.Writer, v any) error {

@@ -17,7 +17,12 @@ const hookRunnerUsage = `Usage: bagkeeper hook-runner --agent-socket PATH --char
 Runs the charm's hooks in THIS container for the unit agent of the pod's
 sidecar (started with --hook-runner=remote): it connects to the agent's
 socket, receives one hook at a time, runs it here with Juju's environment and
-reports how it ended. It reconnects when the sidecar restarts.`
+reports how it ended. It reconnects when the sidecar restarts.
+
+On SIGTERM (the pod is going away; with a native sidecar the charm
+container stops first) it asks the agent to run the stop hook, runs it, and
+exits once the agent says it has: the agent runs no hook after it. It waits
+at most 30 seconds for that.`
 
 func defaultHookTool() string {
 	exe, err := os.Executable()

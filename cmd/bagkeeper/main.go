@@ -10,6 +10,7 @@
 //	bagkeeper recover        force a new configuration after losing a majority
 //	bagkeeper hook-runner    run hooks in another container of the pod
 //	bagkeeper install-tools  link the hook tools into a directory
+//	bagkeeper install        copy the binaries and the charm into a pod's shared volumes
 //	bagkeeper version        print the version
 package main
 
@@ -50,6 +51,7 @@ func commands() []command {
 		{"recover", "force the raft configuration after a majority of voters is lost", cmdRecover},
 		{"hook-runner", "run the charm's hooks in this container for the pod's unit agent", cmdHookRunner},
 		{"install-tools", "link the Juju hook tools into a directory", cmdInstallTools},
+		{"install", "copy the binaries and the charm into a pod's shared volumes (init containers)", cmdInstall},
 		{"version", "print the version", func(e *env, _ []string) error { fmt.Fprintln(e.stdout, "bagkeeper", version); return nil }},
 	}
 }

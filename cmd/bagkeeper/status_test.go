@@ -1,9 +1,13 @@
 package main
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/bagkeeper/bagkeeper/sidecar/adminpb"
 )
@@ -90,5 +94,53 @@ func TestStatusShowsRelationsBetweenApplications(t *testing.T) {
 	}
 	if js["relations_file_error"] == "" {
 		t.Errorf("JSON lacks the relations file error")
+	}
+}
+
+func TestStatusOverHTTPAndCheck(t *testing.T) {
+	healthy := &adminpb.StatusResponse{App: "web", Self: "a", Leader: "a", Members: []*adminpb.Member{
+		{Id: "a", Address: "web-0:7400", Suffrage: "Voter", Reachable: true, Leader: true},
+		{Id: "b", Address: "web-1:7400", Suffrage: "Voter", Reachable: true},
+	}}
+	sick := &adminpb.StatusResponse{App: "web", Self: "a", Members: []*adminpb.Member{
+		{Id: "a", Address: "web-0:7400", Suffrage: "Voter", Reachable: true},
+		{Id: "b", Address: "web-1:7400", Suffrage: "Voter", Error: "connection refused"},
+	}}
+	var serve *adminpb.StatusResponse
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path != "/status":
+			http.NotFound(w, r)
+		case serve == nil:
+			http.Error(w, "starting", http.StatusServiceUnavailable)
+		default:
+			b, _ := protojson.Marshal(serve)
+			w.Write(b)
+		}
+	}))
+	defer srv.Close()
+	for _, c := range []struct {
+		st   *adminpb.StatusResponse
+		args []string
+		code int
+		out  string
+		err  string
+	}{
+		{healthy, []string{"--check"}, 0, "web-1:7400", ""},
+		{healthy, []string{"--format", "json"}, 0, `"leader": "a"`, ""},
+		{sick, nil, 0, "web-1:7400", ""},
+		{sick, []string{"--check"}, 1, "", "no raft leader is known; voter b (web-1:7400) does not answer"},
+		{nil, nil, 1, "", "503 Service Unavailable: starting"},
+	} {
+		serve = c.st
+		e, out, errb := testEnv(nil)
+		args := append([]string{"status", "--url", srv.URL}, c.args...)
+		if code := runMain(e, args); code != c.code || !strings.Contains(out.String(), c.out) || !strings.Contains(errb.String(), c.err) {
+			t.Errorf("%v: exit %d\nstdout %s\nstderr %s\nwant exit %d, %q, %q", c.args, code, out, errb, c.code, c.out, c.err)
+		}
+	}
+	e, _, errb := testEnv(nil)
+	if code := runMain(e, []string{"status", "--url", "web-0:7401"}); code != 2 || !strings.Contains(errb.String(), "http://host:port") {
+		t.Errorf("a URL without a scheme: exit %d, %s", code, errb)
 	}
 }
