@@ -14,17 +14,19 @@ import (
 // a new timestamped directory and swaps `..data` with one rename, as a
 // Secret update does.
 type atomicDir struct {
-	mu  sync.Mutex
-	dir string
-	seq int
+	mu    sync.Mutex
+	dir   string
+	seq   int
+	mode  os.FileMode
+	group int // the pod's fsGroup owns the files (as the kubelet does), or -1
 }
 
-func newAtomicDir(dir string, files map[string][]byte) (*atomicDir, error) {
+func newAtomicDir(dir string, files map[string][]byte, mode os.FileMode, group int) (*atomicDir, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	os.Chmod(dir, 0o755) // bind-mounted: readable by the pod's user
-	a := &atomicDir{dir: dir}
+	a := &atomicDir{dir: dir, mode: mode, group: group}
 	if err := a.update(files); err != nil {
 		return nil, err
 	}
@@ -45,8 +47,16 @@ func (a *atomicDir) update(files map[string][]byte) error {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
 		}
-		if err := os.WriteFile(p, b, 0o644); err != nil {
+		if err := os.WriteFile(p, b, a.mode); err != nil {
 			return err
+		}
+		if err := os.Chmod(p, a.mode); err != nil { // not masked by the umask
+			return err
+		}
+		if a.group >= 0 {
+			if err := os.Lchown(p, -1, a.group); err != nil {
+				return err
+			}
 		}
 	}
 	old, _ := os.Readlink(filepath.Join(a.dir, "..data"))

@@ -250,14 +250,16 @@ func (p *pod) dockerName(container string) string {
 // containers. It does not wait for readiness.
 func (p *pod) start(_ bool) error {
 	c := p.c
+	// Only the fields are set under the lock: the probes below read them.
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.incarnation++
 	p.uid = newUID()
 	p.ip = c.allocIP()
 	p.containers = map[string]string{}
 	p.volumes = map[string]string{}
 	p.projected = map[string]*atomicDir{}
+	p.running = true // from here on, stop removes what was started
+	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
 
@@ -307,7 +309,6 @@ func (p *pod) start(_ bool) error {
 			return err
 		}
 	}
-	p.running = true
 	return nil
 }
 
@@ -349,7 +350,7 @@ func (p *pod) makeVolumes(ctx context.Context) error {
 				return err
 			}
 			dir := filepath.Join(c.dir, fmt.Sprintf("%s-%d", p.name, p.incarnation), v.Name)
-			ad, err := newAtomicDir(dir, files)
+			ad, err := newAtomicDir(dir, files, c.fileMode(v), c.fsGroup())
 			if err != nil {
 				return err
 			}
@@ -377,6 +378,25 @@ func (p *pod) makeVolumes(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// fileMode is a ConfigMap or Secret volume's defaultMode (0644 unless set).
+func (c *cluster) fileMode(v volume) os.FileMode {
+	switch {
+	case v.Secret != nil && v.Secret.DefaultMode != nil:
+		return os.FileMode(*v.Secret.DefaultMode)
+	case v.ConfigMap != nil && v.ConfigMap.DefaultMode != nil:
+		return os.FileMode(*v.ConfigMap.DefaultMode)
+	}
+	return 0o644
+}
+
+// fsGroup is the pod's fsGroup, or -1.
+func (c *cluster) fsGroup() int {
+	if sc := c.spec.SecurityContext; sc != nil && sc.FSGroup != nil {
+		return int(*sc.FSGroup)
+	}
+	return -1
 }
 
 // projectedFiles are the files of a ConfigMap, Secret or projected volume.
@@ -643,7 +663,9 @@ func (p *pod) runContainer(ctx context.Context, ct *container, _ map[string]stri
 	if _, err := docker(ctx, args...); err != nil {
 		return "", fmt.Errorf("pod %s: container %s: %w", p.name, ct.Name, err)
 	}
+	p.mu.Lock()
 	p.containers[ct.Name] = name
+	p.mu.Unlock()
 	_ = detach
 	return name, nil
 }

@@ -197,14 +197,16 @@ type volume struct {
 		SizeLimit string `json:"sizeLimit"`
 	} `json:"emptyDir"`
 	ConfigMap *struct {
-		Name     string      `json:"name"`
-		Items    []keyToPath `json:"items"`
-		Optional *bool       `json:"optional"`
+		Name        string      `json:"name"`
+		Items       []keyToPath `json:"items"`
+		Optional    *bool       `json:"optional"`
+		DefaultMode *int        `json:"defaultMode"`
 	} `json:"configMap"`
 	Secret *struct {
-		SecretName string      `json:"secretName"`
-		Items      []keyToPath `json:"items"`
-		Optional   *bool       `json:"optional"`
+		SecretName  string      `json:"secretName"`
+		Items       []keyToPath `json:"items"`
+		DefaultMode *int        `json:"defaultMode"`
+		Optional    *bool       `json:"optional"`
 	} `json:"secret"`
 	PersistentVolumeClaim *struct {
 		ClaimName string `json:"claimName"`
