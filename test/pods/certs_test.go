@@ -8,6 +8,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
+	"net"
 	"net/url"
 	"testing"
 	"time"
@@ -74,4 +75,17 @@ func (a *ca) issue(t testing.TB, app string, dnsNames ...string) map[string][]by
 		"tls.key": pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}),
 		"ca.crt":  a.pem,
 	}
+}
+
+var netDialer = net.Dialer{Timeout: 3 * time.Second}
+
+// leafSerial is the serial of the certificate in a Secret's tls.crt.
+func leafSerial(t testing.TB, data map[string][]byte) string {
+	t.Helper()
+	b, _ := pem.Decode(data["tls.crt"])
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.SerialNumber.String()
 }

@@ -80,3 +80,10 @@ func needDocker(t *testing.T) {
 		t.Skipf("docker: image %s missing: run `make image` (or `make pods-test`)", imageRef())
 	}
 }
+
+// dockerCombined is docker with stdout and stderr together (container
+// logs go to both).
+func dockerCombined(ctx context.Context, args ...string) (string, error) {
+	b, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput()
+	return string(b), err
+}
