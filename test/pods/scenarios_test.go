@@ -51,11 +51,28 @@ func TestPodsNoPersistence(t *testing.T) {
 	pods := a.runningPods()
 	for i := len(pods) - 1; i >= 0; i-- {
 		p := pods[i]
+		before := a.self(t, p)
 		d := a.replace(t, p)
+		if after := a.self(t, p); after == before {
+			t.Fatalf("%s is still member %s: its data dir was not new", p.name, after)
+		}
 		t.Logf("%s replaced with an empty data dir: ready in %v", p.name, d.Round(time.Millisecond))
 		a.settle("the new member promoted and the old one removed")
 	}
 	a.check(t)
+}
+
+// self is the raft member the pod's sidecar is (<pod>/<incarnation of its
+// data dir>).
+func (a *app) self(t *testing.T, p *pod) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := p.status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Self
 }
 
 // testRollingUpdate replaces the pods one at a time, the highest ordinal
