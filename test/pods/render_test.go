@@ -68,6 +68,9 @@ func render(t testing.TB, sets ...string) *manifests {
 	}
 	if fallback {
 		for _, s := range sets {
+			if s == "tls.enabled=false" {
+				fallbackJoinToken(m)
+			}
 			if s == "persistence.enabled=false" {
 				m.workload.VolumeClaimTemplates = nil
 				m.workload.Template.Spec.Volumes = append(m.workload.Template.Spec.Volumes, volume{Name: "data", EmptyDir: &struct {
@@ -91,4 +94,29 @@ func tlsSecrets(m *manifests) []string {
 		}
 	}
 	return out
+}
+
+// fallbackJoinToken turns the fallback's TLS into the join token the chart
+// uses when TLS is off.
+func fallbackJoinToken(m *manifests) {
+	spec := &m.workload.Template.Spec
+	secret := m.name + "-join-token"
+	m.secrets[secret] = map[string][]byte{"token": []byte(randHex(16))}
+	for i, v := range spec.Volumes {
+		if v.Name == "tls" {
+			spec.Volumes[i].Secret.SecretName = secret
+		}
+	}
+	for i := range spec.InitContainers {
+		ct := &spec.InitContainers[i]
+		var args []string
+		for _, a := range ct.Args {
+			if !strings.HasPrefix(a, "--tls-") {
+				args = append(args, a)
+			}
+		}
+		if len(args) != len(ct.Args) {
+			ct.Args = append(args, "--join-token-file=/etc/bagkeeper/tls/token")
+		}
+	}
 }
