@@ -26,7 +26,8 @@ func repoRoot(t testing.TB) string {
 	return dir
 }
 
-// render renders the demo chart with the image under test and the given
+// render renders the demo chart (PODS_RENDER: another command with the
+// flags of charts/test's render, e.g. for a chart being worked on) with the image under test and the given
 // --set values and decodes the manifests. Without the chart in the
 // repository it reads testdata/fallback.yaml, the layout the chart is
 // expected to render.
@@ -35,10 +36,14 @@ func render(t testing.TB, sets ...string) *manifests {
 	root := repoRoot(t)
 	var out []byte
 	fallback := false
-	if _, err := os.Stat(filepath.Join(root, "charts", "test", "cmd", "render")); err == nil {
+	renderCmd := []string{"go", "-C", filepath.Join(root, "charts", "test"), "run", "./cmd/render", "--chart", "../bagkeeper-demo"}
+	if s := os.Getenv("PODS_RENDER"); s != "" {
+		// Another renderer with the same flags; --chart is given.
+		renderCmd = append(strings.Fields(s), "--chart", filepath.Join(root, "charts", "bagkeeper-demo"))
+	}
+	if _, err := os.Stat(filepath.Join(root, "charts", "test", "cmd", "render")); err == nil || os.Getenv("PODS_RENDER") != "" {
 		repo, tag, _ := strings.Cut(imageRef(), ":")
-		args := []string{"-C", filepath.Join(root, "charts", "test"), "run", "./cmd/render",
-			"--chart", "../bagkeeper-demo", "--kube-version", kubeVersion,
+		args := []string{"--kube-version", kubeVersion,
 			"--release", release, "--namespace", namespace,
 			"--set", "image.repository=" + repo, "--set", "image.tag=" + tag}
 		for _, s := range sets {
@@ -46,12 +51,13 @@ func render(t testing.TB, sets ...string) *manifests {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, "go", args...)
+		args = append(renderCmd[1:], args...)
+		cmd := exec.CommandContext(ctx, renderCmd[0], args...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		var err error
 		if out, err = cmd.Output(); err != nil {
-			t.Fatalf("rendering the chart: go %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+			t.Fatalf("rendering the chart: %s %s: %v\n%s", renderCmd[0], strings.Join(args, " "), err, stderr.String())
 		}
 	} else {
 		t.Logf("no chart in this tree: the pods run from testdata/fallback.yaml")
