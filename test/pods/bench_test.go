@@ -46,7 +46,7 @@ func TestPodsBench(t *testing.T) {
 				p := a.runningPods()[i%len(a.runningPods())]
 				p.stop()
 				start := time.Now()
-				if err := p.start(false); err != nil {
+				if err := p.start(); err != nil {
 					t.Fatal(err)
 				}
 				p.waitReady()

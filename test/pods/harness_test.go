@@ -43,10 +43,9 @@ type cluster struct {
 	subnet  string // "10.213.N."
 	dir     string // host directories of ConfigMap and Secret volumes
 
-	mu      sync.Mutex
-	nextIP  int
-	pods    map[string]*pod
-	objects struct{ containers, volumes []string }
+	mu     sync.Mutex
+	nextIP int
+	pods   map[string]*pod
 	// secretOverride replaces a Secret's content for one pod (a pod given
 	// another CA's certificate).
 	secretOverride map[string]map[string]map[string][]byte
@@ -156,7 +155,7 @@ func (c *cluster) pod(name string) *pod {
 		return p
 	}
 	p := &pod{c: c, name: name, ordinal: -1}
-	if i := strings.LastIndexByte(name, '-'); i >= 0 {
+	if i := strings.LastIndexByte(name, '-'); i >= 0 && c.m.kind == "StatefulSet" {
 		if n, err := strconv.Atoi(name[i+1:]); err == nil {
 			p.ordinal = n
 		}
@@ -211,7 +210,7 @@ func (c *cluster) startAll() []*pod {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = p.start(false)
+			errs[i] = p.start()
 		}()
 	}
 	wg.Wait()
@@ -248,7 +247,7 @@ func (p *pod) dockerName(container string) string {
 // the volume claim's volume is kept. It runs the init containers in order,
 // starts the sidecars and waits for their startup probes, then the main
 // containers. It does not wait for readiness.
-func (p *pod) start(_ bool) error {
+func (p *pod) start() error {
 	c := p.c
 	// Only the fields are set under the lock: the probes below read them.
 	p.mu.Lock()
@@ -278,10 +277,9 @@ func (p *pod) start(_ bool) error {
 	if err := p.makeVolumes(ctx); err != nil {
 		return err
 	}
-	vars := map[string]string{}
 	for _, ic := range c.spec.InitContainers {
 		ic := ic
-		name, err := p.runContainer(ctx, &ic, vars, c.spec.isSidecar(&ic))
+		name, err := p.runContainer(ctx, &ic)
 		if err != nil {
 			return err
 		}
@@ -305,7 +303,7 @@ func (p *pod) start(_ bool) error {
 	}
 	for _, mc := range c.spec.Containers {
 		mc := mc
-		if _, err := p.runContainer(ctx, &mc, vars, true); err != nil {
+		if _, err := p.runContainer(ctx, &mc); err != nil {
 			return err
 		}
 	}
@@ -536,7 +534,7 @@ func (p *pod) env(ct *container) (map[string]string, []string, error) {
 
 // runContainer creates and starts one container of the pod, as the
 // kubelet would from its spec.
-func (p *pod) runContainer(ctx context.Context, ct *container, _ map[string]string, detach bool) (string, error) {
+func (p *pod) runContainer(ctx context.Context, ct *container) (string, error) {
 	c := p.c
 	name := p.dockerName(ct.Name)
 	args := []string{"run", "-d", "--name", name, "--network", "container:" + p.pause}
@@ -666,7 +664,6 @@ func (p *pod) runContainer(ctx context.Context, ct *container, _ map[string]stri
 	p.mu.Lock()
 	p.containers[ct.Name] = name
 	p.mu.Unlock()
-	_ = detach
 	return name, nil
 }
 
@@ -905,15 +902,6 @@ func (p *pod) removeLocked(ctx context.Context) {
 		}
 	}
 	p.running = false
-}
-
-// deleteClaims removes the pod's persistent volumes (the pod must be
-// stopped): its next incarnation starts with an empty disk.
-func (p *pod) deleteClaims() {
-	p.c.t.Helper()
-	for _, vct := range p.c.m.workload.VolumeClaimTemplates {
-		dockerT(p.c.t, "volume", "rm", fmt.Sprintf("%s-pvc-%s-%s", p.c.id, vct.Metadata.Name, p.name))
-	}
 }
 
 // dumpLogs prints the tail of every container of the pod's incarnation.

@@ -16,11 +16,10 @@ type app struct {
 	ca        *ca
 	tlsSecret []string
 	dnsNames  []string
-	unitName  string                 // the application's name, from its units
-	bags      map[string]any         // every bag, as all pods read it after the writes
-	units     []string               // "name state" of every unit
-	firstInc  map[string]int         // the incarnation whose charm dir ran install
-	hookLogs  map[string]map[int]int // pod -> incarnation -> lines already checked
+	unitName  string         // the application's name, from its units
+	bags      map[string]any // every bag, as all pods read it after the writes
+	units     []string       // "name state" of every unit
+	firstInc  map[string]int // the incarnation whose charm dir ran install
 	charmDir  string
 }
 
@@ -31,7 +30,7 @@ func startApp(t *testing.T, sets ...string) *app {
 	t.Helper()
 	needDocker(t)
 	m := render(t, sets...)
-	a := &app{ca: newCA(t, "pods test CA"), firstInc: map[string]int{}, hookLogs: map[string]map[int]int{}}
+	a := &app{ca: newCA(t, "pods test CA"), firstInc: map[string]int{}}
 	for _, s := range m.serviceNames() {
 		a.dnsNames = append(a.dnsNames, "*."+s, s)
 	}
@@ -428,7 +427,7 @@ func (a *app) replace(t *testing.T, p *pod) time.Duration {
 	t.Helper()
 	p.stop()
 	start := time.Now()
-	if err := p.start(false); err != nil {
+	if err := p.start(); err != nil {
 		t.Fatal(err)
 	}
 	p.waitReady()

@@ -75,6 +75,30 @@ func (a *app) self(t *testing.T, p *pod) string {
 	return st.Self
 }
 
+// TestPodsDeployment rolls a Deployment's pods as its controller does with
+// maxSurge 0: each pod stopped, then a new one with a new random name and
+// an empty data dir, which claims the unit the old one released on its
+// way out.
+func TestPodsDeployment(t *testing.T) {
+	a := startApp(t, "tls.enabled=true", "workload=Deployment")
+	if a.m.kind != "Deployment" {
+		t.Skipf("the chart rendered a %s for workload=Deployment", a.m.kind)
+	}
+	a.check(t)
+	for i, old := range a.runningPods() {
+		old.stop()
+		p := a.pod(a.newPodName(i))
+		start := time.Now()
+		if err := p.start(); err != nil {
+			t.Fatal(err)
+		}
+		p.waitReady()
+		t.Logf("%s replaced by %s: ready in %v", old.name, p.name, time.Since(start).Round(time.Millisecond))
+		a.settle("the group after " + p.name)
+	}
+	a.check(t)
+}
+
 // testRollingUpdate replaces the pods one at a time, the highest ordinal
 // first, as the StatefulSet controller rolls an update: each new pod has a
 // new uid and a new address and keeps its volume claim.
@@ -197,7 +221,7 @@ func testRecreateAll(t *testing.T, a *app) {
 	errs := make([]error, len(pods))
 	for i, p := range pods {
 		wg.Add(1)
-		go func() { defer wg.Done(); errs[i] = p.start(false) }()
+		go func() { defer wg.Done(); errs[i] = p.start() }()
 	}
 	wg.Wait()
 	for _, err := range errs {
@@ -319,7 +343,7 @@ func testCertRotation(t *testing.T, a *app) {
 	}
 	a.mu.Unlock()
 	since := time.Now().Add(-time.Second).Format(time.RFC3339)
-	if err := p.start(false); err != nil {
+	if err := p.start(); err != nil {
 		t.Fatal(err)
 	}
 	others := pods[:len(pods)-1]
@@ -355,7 +379,7 @@ func testCertRotation(t *testing.T, a *app) {
 	for _, name := range a.tlsSecret {
 		a.m.secrets[name] = newData
 	}
-	if err := p.start(false); err != nil {
+	if err := p.start(); err != nil {
 		t.Fatal(err)
 	}
 	p.waitReady()
