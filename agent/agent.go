@@ -191,19 +191,30 @@ func (a *Agent) configHash() string {
 	return a.cfgHash
 }
 
-// reloadConfig reads the operator's settings again. A bad file keeps the
-// previous config (and is logged): a typo must not take config away.
+// reloadConfig reads the operator's settings again. A bad file, or one
+// that vanished, keeps the previous config (and is logged): a typo or a
+// deleted ConfigMap must not reset every unit to the charm's defaults. A
+// file missing at start is warned about, and the defaults apply until it
+// appears.
 func (a *Agent) reloadConfig() error {
 	settings, err := ReadConfigFile(a.cfg.ConfigFile)
+	a.cfgMu.Lock()
+	defer a.cfgMu.Unlock()
+	if errors.Is(err, ErrNoConfigFile) && a.cfgValues == nil {
+		a.logger().Warn("the charm config file does not exist; the charm's defaults apply until it appears", "file", a.cfg.ConfigFile)
+		settings, err = nil, nil
+	}
 	var values map[string]any
 	if err == nil {
 		values, err = a.cfg.Charm.EffectiveConfig(settings)
 	}
-	a.cfgMu.Lock()
-	defer a.cfgMu.Unlock()
 	if err != nil {
 		if a.cfgValues == nil {
 			return err
+		}
+		if errors.Is(err, ErrNoConfigFile) {
+			a.logger().Error("the charm config file vanished; the previous config stays in effect until it is back", "file", a.cfg.ConfigFile)
+			return nil
 		}
 		a.logger().Error("charm config not reloaded; the previous config stays in effect", "err", err)
 		return nil

@@ -355,7 +355,7 @@ func TestConfigFileChangeFiresConfigChanged(t *testing.T) {
 	dir := charm(t, `[ "$JUJU_HOOK_NAME" = config-changed ] && config-get colour >> "$JUJU_CHARM_DIR/colours"`)
 	cfgFile := filepath.Join(t.TempDir(), "config.yaml")
 	changed := make(chan struct{}, 1)
-	startAgent(t, s, dir, func(c *Config) { c.ConfigFile, c.ConfigChanged = cfgFile, changed })
+	a := startAgent(t, s, dir, func(c *Config) { c.ConfigFile, c.ConfigChanged = cfgFile, changed })
 	colours := func() string {
 		b, _ := os.ReadFile(filepath.Join(dir, "colours"))
 		return string(b)
@@ -394,6 +394,52 @@ func TestConfigFileChangeFiresConfigChanged(t *testing.T) {
 	changed <- struct{}{}
 	waitFor(t, "config-changed after the file was fixed", func() error {
 		if colours() != "blue\ngreen\nred\n" {
+			return fmt.Errorf("colours %q", colours())
+		}
+		return nil
+	})
+	// A file that vanishes (a deleted ConfigMap) keeps it too, rather than
+	// resetting the unit to the charm's defaults.
+	before := a.configHash()
+	if err := os.Remove(cfgFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.reloadConfig(); err != nil || a.configHash() != before {
+		t.Fatalf("after the file vanished: %v, config %s, want %s still", err, a.configHash(), before)
+	}
+	write("colour: yellow\n")
+	changed <- struct{}{}
+	waitFor(t, "config-changed once the file is back", func() error {
+		if colours() != "blue\ngreen\nred\nyellow\n" {
+			return fmt.Errorf("colours %q", colours())
+		}
+		return nil
+	})
+}
+
+func TestConfigFileMissingAtStartMeansDefaultsUntilItAppears(t *testing.T) {
+	s := newMemStore(t)
+	twoUnits(s)
+	dir := charm(t, `[ "$JUJU_HOOK_NAME" = config-changed ] && config-get colour >> "$JUJU_CHARM_DIR/colours"`)
+	cfgFile := filepath.Join(t.TempDir(), "config.yaml")
+	changed := make(chan struct{}, 1)
+	startAgent(t, s, dir, func(c *Config) { c.ConfigFile, c.ConfigChanged = cfgFile, changed })
+	colours := func() string {
+		b, _ := os.ReadFile(filepath.Join(dir, "colours"))
+		return string(b)
+	}
+	waitFor(t, "config-changed with the default", func() error {
+		if colours() != "blue\n" {
+			return fmt.Errorf("colours %q", colours())
+		}
+		return nil
+	})
+	if err := os.WriteFile(cfgFile, []byte("colour: red\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	changed <- struct{}{}
+	waitFor(t, "config-changed once the file appeared", func() error {
+		if colours() != "blue\nred\n" {
 			return fmt.Errorf("colours %q", colours())
 		}
 		return nil

@@ -221,15 +221,20 @@ func ConfigHash(cfg map[string]any) string {
 	return hex.EncodeToString(sum[:8])
 }
 
+// ErrNoConfigFile is returned, wrapped, by ReadConfigFile for a file that
+// does not exist.
+var ErrNoConfigFile = errors.New("no such file")
+
 // ReadConfigFile reads the operator's config settings: a YAML map of option
-// names to values. A missing file means no settings.
+// names to values. No path means no settings; a path whose file does not
+// exist is an error that wraps ErrNoConfigFile.
 func ReadConfigFile(path string) (map[string]any, error) {
 	if path == "" {
 		return nil, nil
 	}
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, fmt.Errorf("charm config %s: %w", path, ErrNoConfigFile)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("charm config %s: %w", path, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -120,7 +121,7 @@ func (n *Node) candidateAddrs(ctx context.Context) []string {
 		addrs, err := n.cfg.Discover(dctx)
 		cancel()
 		if err != nil {
-			n.logThrottled("discovery", "discovery answered with errors (it only feeds joins; nothing is removed because of it)", "err", err)
+			n.logThrottledAt(slog.LevelWarn, "discovery", "discovery answered with errors (it only feeds joins; nothing is removed because of it)", "err", err)
 		}
 		for _, a := range addrs {
 			set[a] = true
@@ -145,6 +146,8 @@ func (n *Node) candidateAddrs(ctx context.Context) []string {
 func (n *Node) probe(ctx context.Context, addrs []string) []peerInfo {
 	var mu sync.Mutex
 	var out []peerInfo
+	unanswered := map[string]string{}
+	defer func() { n.lastProbe.Store(&probeReport{addrs: addrs, unanswered: unanswered}) }()
 	var wg sync.WaitGroup
 	for _, a := range addrs {
 		wg.Add(1)
@@ -152,6 +155,9 @@ func (n *Node) probe(ctx context.Context, addrs []string) []peerInfo {
 			defer wg.Done()
 			info, err := n.infoOf(ctx, a, time.Second)
 			if err != nil {
+				mu.Lock()
+				unanswered[a] = shortProbeError(err)
+				mu.Unlock()
 				if refusedByPeer(err) {
 					// A misconfiguration that only an operator can fix.
 					n.logThrottledAt(slog.LevelWarn, "refused:"+a, "peer refused this member's connection", "address", a, "err", err)
@@ -215,7 +221,7 @@ func (n *Node) bootstrapOrJoin(ctx context.Context, infos []peerInfo) {
 	}
 	expect := n.cfg.BootstrapExpect
 	if expect == 0 || n.cfg.NoBootstrap {
-		n.logThrottled("wait-join", "waiting for a cluster to join", "peers_found", len(infos))
+		n.logWaiting("wait-join", "waiting for a cluster to join", "peers_found", len(infos))
 		return
 	}
 	self := &peerpb.Server{Id: string(n.id), Address: n.cfg.Advertise, Suffrage: raft.Voter.String()}
@@ -227,7 +233,7 @@ func (n *Node) bootstrapOrJoin(ctx context.Context, infos []peerInfo) {
 	}
 	if len(candidates) < expect {
 		n.proposal.Store(nil)
-		n.logThrottled("wait-bootstrap", "waiting for bootstrap peers", "found", len(candidates), "expect", expect)
+		n.logWaiting("wait-bootstrap", "waiting for bootstrap peers", "found", len(candidates), "expect", expect)
 		return
 	}
 	sort.Slice(candidates, func(i, j int) bool { return candidates[i].GetId() < candidates[j].GetId() })
@@ -414,6 +420,64 @@ func refusedByPeer(err error) bool {
 
 // logThrottled logs at info level at most every 10 seconds per key, and at
 // debug level in between, so a loop waiting for peers stays readable.
+// probeReport is what the last probe round found.
+type probeReport struct {
+	addrs      []string          // the addresses discovery and the configuration gave
+	unanswered map[string]string // address: why it did not answer
+}
+
+// waitWarnAfter is how long a member waits for peers before the waiting
+// lines turn into warnings: discovery that finds nothing, or addresses that
+// never answer as peers, are mistakes only an operator can fix.
+const waitWarnAfter = 30 * time.Second
+
+// logWaiting logs, throttled, that this member waits for peers, with the
+// addresses it probed and why those that did not answer did not: at info
+// level at first, as a warning once it has waited waitWarnAfter.
+func (n *Node) logWaiting(key, msg string, args ...any) {
+	now := n.cfg.Now()
+	n.throttleMu.Lock()
+	if n.waitingSince.IsZero() {
+		n.waitingSince = now
+	}
+	waited := now.Sub(n.waitingSince)
+	n.throttleMu.Unlock()
+	level := slog.LevelInfo
+	if waited >= waitWarnAfter {
+		level = slog.LevelWarn
+		args = append(args, "waiting_for", waited.Round(time.Second).String())
+	}
+	if r := n.lastProbe.Load(); r != nil {
+		if len(r.addrs) == 0 {
+			args = append(args, "addresses", "none: discovery found no peer (check --peers, --peers-file, --discovery-dns or --discovery-srv and the headless service)")
+		} else {
+			args = append(args, "addresses", strings.Join(r.addrs, ","))
+		}
+		if len(r.unanswered) > 0 {
+			var why []string
+			for _, a := range slices.Sorted(maps.Keys(r.unanswered)) {
+				why = append(why, a+": "+r.unanswered[a])
+			}
+			args = append(args, "unanswered", strings.Join(why, "; "))
+		}
+	}
+	n.logThrottledAt(level, key, msg, args...)
+}
+
+// shortProbeError keeps what an operator needs of a probe's error: the
+// innermost reason, without gRPC's wrapping.
+func shortProbeError(err error) string {
+	msg := status.Convert(err).Message()
+	if i := strings.LastIndex(msg, "transport: Error while dialing: "); i >= 0 {
+		msg = msg[i+len("transport: Error while dialing: "):]
+	}
+	msg = strings.TrimSuffix(strings.TrimSuffix(msg, `"`), `\"`)
+	if strings.Contains(msg, "while waiting for connections to become ready") {
+		msg = "no answer as a peer within the probe's timeout"
+	}
+	return msg
+}
+
 func (n *Node) logThrottled(key, msg string, args ...any) {
 	n.logThrottledAt(slog.LevelInfo, key, msg, args...)
 }

@@ -805,3 +805,69 @@ func TestAMemberThatLeftIsNotTakenBackByALateJoin(t *testing.T) {
 		return nil
 	})
 }
+
+// syncBuffer is a bytes.Buffer for a logger that several goroutines use.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestAMemberWaitingForPeersSaysWhatItProbedAndWarns(t *testing.T) {
+	c := newTestCluster(t, "web")
+	// Something that listens but is no peer port (an HTTP port given by
+	// mistake), and a name that does not resolve.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+		}
+	}()
+	var logs syncBuffer
+	var mu sync.Mutex
+	clock := time.Now()
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	c.start("web-0", withExpect(2), func(cfg *Config) {
+		cfg.Discover = func(context.Context) ([]string, error) {
+			return []string{ln.Addr().String(), "nosuchhost.invalid:7400"}, nil
+		}
+		cfg.Now = now
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	wait.Until(t, 20*time.Second, "an info line with what was probed", func() error {
+		l := logs.String()
+		if !strings.Contains(l, `level=INFO msg="waiting for bootstrap peers"`) || !strings.Contains(l, "unanswered=") ||
+			!strings.Contains(l, "nosuchhost.invalid:7400: dial peer nosuchhost.invalid:7400") || !strings.Contains(l, ln.Addr().String()+": ") {
+			return fmt.Errorf("logs:\n%s", l)
+		}
+		return nil
+	})
+	mu.Lock()
+	clock = clock.Add(waitWarnAfter + time.Minute)
+	mu.Unlock()
+	wait.Until(t, 20*time.Second, "a warning once it has waited long", func() error {
+		if l := logs.String(); !strings.Contains(l, `level=WARN msg="waiting for bootstrap peers"`) || !strings.Contains(l, "waiting_for=1m30s") {
+			return fmt.Errorf("logs:\n%s", l)
+		}
+		return nil
+	})
+}

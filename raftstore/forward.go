@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -84,9 +85,10 @@ func (n *Node) onLeader(ctx context.Context, call leaderCall) error {
 		if errors.Is(err, errLeaderMoved) {
 			failed = 0 // the new leader, directly
 		}
-		// Only a call that never left this member for want of a leader is
-		// known not to have reached one.
-		sent = sent || !errors.Is(err, errNoLeader)
+		// Only a call that never left this member for want of a leader, or
+		// that no member took (a dial that failed, a member that knew no
+		// leader either), is known not to have reached one.
+		sent = sent || !notDelivered(err)
 		// A leadership change is the reason to try again at once; otherwise
 		// back off a little (no leader yet, a refused connection).
 		wait := backoff
@@ -99,7 +101,7 @@ func (n *Node) onLeader(ctx context.Context, call leaderCall) error {
 		select {
 		case <-ctx.Done():
 			e := &NotCommittedError{What: call.what, Attempts: attempt, Last: last, Err: ctx.Err(), MaySucceed: sent}
-			if errors.Is(last, errNoLeader) {
+			if !sent {
 				e.Voters, e.Reachable = n.reachableVoters()
 			}
 			return e
@@ -159,6 +161,21 @@ func (n *Node) attempt(ctx context.Context, call leaderCall, changed <-chan stru
 	return err
 }
 
+// notDelivered says whether err is an attempt that reached no leader: no
+// leader was known here, the connection to the member it went to could
+// not be made, or that member knew no leader either.
+func notDelivered(err error) bool {
+	if errors.Is(err, errNoLeader) {
+		return true
+	}
+	s, ok := status.FromError(err)
+	if !ok || s.Code() != codes.Unavailable {
+		return false
+	}
+	msg := s.Message()
+	return strings.Contains(msg, "Error while dialing") || strings.Contains(msg, errNoLeader.Error()) || strings.Contains(msg, "no raft leader (")
+}
+
 var (
 	// errNoLeader: no leader is known; retried.
 	errNoLeader = errors.New("no raft leader is known")
@@ -197,9 +214,9 @@ func (e *NotCommittedError) Unwrap() error { return e.Err }
 // reachableVoters counts the voters of the configuration and how many of
 // them answer now (this member included, if it votes), within a short time.
 func (n *Node) reachableVoters() (voters, reachable int) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	members, err := n.ProbeMembers(ctx, 500*time.Millisecond)
+	members, err := n.ProbeMembers(ctx, 300*time.Millisecond)
 	if err != nil {
 		return 0, 0
 	}

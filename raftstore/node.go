@@ -210,6 +210,11 @@ type Node struct {
 
 	throttleMu sync.Mutex
 	throttle   map[string]time.Time
+	// waitingSince is when this member started waiting for peers to
+	// bootstrap or join with (guarded by throttleMu); lastProbe what it
+	// found last time it looked.
+	waitingSince time.Time
+	lastProbe    atomic.Pointer[probeReport]
 
 	fatalOnce sync.Once
 	fatalCh   chan error

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -37,7 +39,8 @@ func (s *Sidecar) startAdmin() error {
 			defer cancel()
 			return handler(ctx, req)
 		}))
-	adminpb.RegisterAdminServer(s.adminSrv, s.newAdminServer())
+	s.adminAPI = s.newAdminServer()
+	adminpb.RegisterAdminServer(s.adminSrv, s.adminAPI)
 	go func() { _ = s.adminSrv.Serve(ln) }()
 	return nil
 }
@@ -66,7 +69,7 @@ func answerBefore(ctx context.Context) (context.Context, context.CancelFunc) {
 	if !ok {
 		return context.WithCancel(ctx)
 	}
-	margin := min(max(time.Until(dl)/10, 50*time.Millisecond), time.Second)
+	margin := min(max(time.Until(dl)/5, 50*time.Millisecond), 1500*time.Millisecond)
 	return context.WithDeadline(ctx, dl.Add(-margin))
 }
 
@@ -82,6 +85,9 @@ type adminServer struct {
 	log      *slog.Logger
 	// actions are the charm's (admin_actions.go).
 	actions map[string]*agent.ActionSpec
+	// charm is the pod's charm (nil without a unit agent): relations are
+	// made only on its endpoints.
+	charm *agent.Charm
 }
 
 func streamStatus(ls link.RelationStatus) *adminpb.RelationStream {
@@ -90,7 +96,11 @@ func streamStatus(ls link.RelationStatus) *adminpb.RelationStream {
 
 func (s *Sidecar) newAdminServer() *adminServer {
 	a := &adminServer{n: s.node, unit: s.Unit, ready: s.Ready, log: s.log}
-	a.actions = s.charmActions() // admin_actions.go
+	if s.cfg.Agent != nil {
+		if ch, err := agent.LoadCharm(s.cfg.Agent.CharmDir); err == nil {
+			a.charm, a.actions = ch, ch.Actions
+		}
+	}
 	if rs := s.relations; rs != nil {
 		a.links, a.linksErr = rs.mgr.Status, func() string { return rs.loadErr.Load().(string) }
 	}
@@ -213,9 +223,9 @@ func (a *adminServer) GetBags(ctx context.Context, req *adminpb.GetBagsRequest) 
 	resp := &adminpb.GetBagsResponse{Index: st.Index(), NotReadyReason: notReady}
 	rels := st.Relations()
 	if req.GetRelationId() >= 0 {
-		r, ok := st.Relation(req.GetRelationId())
-		if !ok {
-			return nil, status.Errorf(codes.NotFound, "relation %d not found", req.GetRelationId())
+		r, err := namedRelation(st, req.GetRelationId(), req.GetEndpoint())
+		if err != nil {
+			return nil, err
 		}
 		rels = []*state.Relation{r}
 	}
@@ -227,10 +237,44 @@ func (a *adminServer) GetBags(ctx context.Context, req *adminpb.GetBagsRequest) 
 			resp.Bags = append(resp.Bags, &adminpb.Bag{RelationId: r.ID, Relation: r.Key(), Owner: b.Owner, Data: b.Data.Map(), Revision: b.Revision})
 		}
 	}
+	if o := req.GetOwner(); o != "" && len(resp.Bags) == 0 {
+		// An owner with no bag at all: a unit or the application of this
+		// group has none yet; anything else is a mistake.
+		if _, ok := st.Unit(o); !ok && o != st.App() {
+			return nil, status.Errorf(codes.NotFound, "%s has no bag here: it is neither a unit of %s nor an application in its relations", o, st.App())
+		}
+	}
 	return resp, nil
 }
 
+// namedRelation returns relation id, which must be on endpoint when that
+// is given (the caller named it endpoint:id).
+func namedRelation(st *state.State, id int64, endpoint string) (*state.Relation, error) {
+	r, ok := st.Relation(id)
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "relation %d not found", id)
+	}
+	if endpoint != "" && r.Endpoint != endpoint {
+		return nil, status.Errorf(codes.InvalidArgument, "relation %d is %s, not on endpoint %q", id, r.Key(), endpoint)
+	}
+	return r, nil
+}
+
 func (a *adminServer) SetBag(ctx context.Context, req *adminpb.SetBagRequest) (*adminpb.SetBagResponse, error) {
+	if ep := req.GetEndpoint(); ep != "" {
+		// A relation's endpoint never changes: this member's copy can
+		// tell, once it has the relation.
+		st := a.n.State()
+		if _, ok := st.Relation(req.GetRelationId()); !ok {
+			var err error
+			if st, err = a.n.Read(ctx); err != nil {
+				return nil, commandStatus(err)
+			}
+		}
+		if _, err := namedRelation(st, req.GetRelationId(), ep); err != nil {
+			return nil, err
+		}
+	}
 	res, err := a.n.Apply(ctx, state.NewCommand(state.UpdateBagOp(req.GetRelationId(), req.GetOwner(), req.GetSet(), req.GetDelete()...)))
 	if err != nil {
 		return nil, commandStatus(err)
@@ -239,6 +283,18 @@ func (a *adminServer) SetBag(ctx context.Context, req *adminpb.SetBagRequest) (*
 }
 
 func (a *adminServer) EnsureRelation(ctx context.Context, req *adminpb.EnsureRelationRequest) (*adminpb.EnsureRelationResponse, error) {
+	if ch := a.charm; ch != nil {
+		ep := req.GetEndpoint()
+		_, peer := ch.Peers[ep]
+		switch {
+		case !ch.Endpoints[ep]:
+			return nil, status.Errorf(codes.InvalidArgument, "the charm %s has no endpoint %q (its endpoints: %s)", ch.Name, ep, strings.Join(slices.Sorted(maps.Keys(ch.Endpoints)), ", "))
+		case peer != req.GetPeer() && peer:
+			return nil, status.Errorf(codes.InvalidArgument, "%q is a peer endpoint of the charm %s: give --peer", ep, ch.Name)
+		case peer != req.GetPeer():
+			return nil, status.Errorf(codes.InvalidArgument, "%q is not a peer endpoint of the charm %s", ep, ch.Name)
+		}
+	}
 	res, err := a.n.Apply(ctx, state.NewCommand(state.EnsureRelationOp(req.GetEndpoint(), req.GetInterface(), req.GetPeer(), req.GetRemoteApp(), req.GetRemoteEndpoint())))
 	if err != nil {
 		return nil, commandStatus(err)
@@ -247,10 +303,20 @@ func (a *adminServer) EnsureRelation(ctx context.Context, req *adminpb.EnsureRel
 }
 
 func (a *adminServer) RemoveUnit(ctx context.Context, req *adminpb.RemoveUnitRequest) (*adminpb.RemoveUnitResponse, error) {
-	if _, err := a.n.Apply(ctx, state.NewCommand(state.RemoveUnitOp(req.GetUnit(), 0, "removed by an operator"))); err != nil {
+	onlyReleased := int64(math.MaxInt64) // released at any time: not active
+	if req.GetForce() {
+		onlyReleased = 0
+	}
+	if _, err := a.n.Apply(ctx, state.NewCommand(state.RemoveUnitOp(req.GetUnit(), onlyReleased, "removed by an operator"))); err != nil {
+		var ce *state.CommandError
+		if errors.As(err, &ce) && ce.Code == storepb.ErrorCode_CONFLICT {
+			if u, ok := a.n.State().Unit(req.GetUnit()); ok && u.State == state.UnitActive {
+				return nil, status.Errorf(codes.FailedPrecondition, "unit %s is active: pod %s (member %s) holds it and runs its hooks; stop that pod first (its unit is then released), or give --force to remove it anyway (the pod then holds no unit until it restarts); nothing was removed", u.Name, u.Pod, u.Member)
+			}
+		}
 		return nil, commandStatus(err)
 	}
-	a.log.Info("unit removed by an operator", "unit", req.GetUnit())
+	a.log.Info("unit removed by an operator", "unit", req.GetUnit(), "force", req.GetForce())
 	return &adminpb.RemoveUnitResponse{}, nil
 }
 

@@ -8,7 +8,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/bagkeeper/bagkeeper/agent"
 	"github.com/bagkeeper/bagkeeper/raftstore/state"
 	"github.com/bagkeeper/bagkeeper/sidecar/adminpb"
 )
@@ -19,16 +18,6 @@ import (
 // charmActions reads the actions of the pod's charm for the admin API; a
 // sidecar without a charm (or whose charm cannot be read, which its agent
 // reports) knows none.
-func (s *Sidecar) charmActions() map[string]*agent.ActionSpec {
-	if s.cfg.Agent == nil {
-		return nil
-	}
-	ch, err := agent.LoadCharm(s.cfg.Agent.CharmDir)
-	if err != nil {
-		return nil
-	}
-	return ch.Actions
-}
 
 func (a *adminServer) EnqueueAction(ctx context.Context, req *adminpb.EnqueueActionRequest) (*adminpb.EnqueueActionResponse, error) {
 	st, err := a.n.Read(ctx)

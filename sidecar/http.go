@@ -149,7 +149,7 @@ func (s *Sidecar) startHTTP() error {
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 		defer cancel()
-		st, err := s.newAdminServer().Status(ctx, &adminpb.StatusRequest{})
+		st, err := s.adminAPI.Status(ctx, &adminpb.StatusRequest{})
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return

@@ -252,8 +252,10 @@ type Sidecar struct {
 	// secretsKeyLogged: a key that cannot read the store's secrets was
 	// logged (once; Ready says it on every probe).
 	secretsKeyLogged atomic.Bool
-	// started: Start has opened every socket (GET /startupz).
-	started atomic.Bool
+	// started: Start has opened every socket (GET /startupz), and
+	// adminAPI is set.
+	started  atomic.Bool
+	adminAPI *adminServer
 	// relations is nil without a relations file.
 	relations *relations
 

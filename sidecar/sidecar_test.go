@@ -14,7 +14,9 @@ import (
 
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/bagkeeper/bagkeeper/raftstore"
@@ -151,6 +153,25 @@ func TestProbesMetricsAndAdminOfARunningSidecar(t *testing.T) {
 	if _, err := admin.SetBag(ctx, &adminpb.SetBagRequest{RelationId: rel.GetRelationId(), Owner: "app/9", Set: map[string]string{"k": "v"}}); err == nil || !strings.Contains(err.Error(), "app/9 does not exist") {
 		t.Fatalf("write to an unknown unit: %v", err)
 	}
+	// A relation named endpoint:id must be on that endpoint; an owner that
+	// is no unit or application of the group is a mistake, not "{}".
+	if _, err := admin.SetBag(ctx, &adminpb.SetBagRequest{RelationId: rel.GetRelationId(), Endpoint: "wrong", Owner: "app/0", Set: map[string]string{"k": "w"}}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `not on endpoint "wrong"`) {
+		t.Fatalf("write through the wrong endpoint: %v", err)
+	}
+	if _, err := admin.GetBags(ctx, &adminpb.GetBagsRequest{RelationId: rel.GetRelationId(), Endpoint: "wrong"}); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("read through the wrong endpoint: %v", err)
+	}
+	if _, err := admin.GetBags(ctx, &adminpb.GetBagsRequest{RelationId: -1, Owner: "nosuch/3"}); status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "nosuch/3 has no bag here") {
+		t.Fatalf("bags of nosuch/3: %v", err)
+	}
+	for _, owner := range []string{"app/0", "app"} {
+		if _, err := admin.GetBags(ctx, &adminpb.GetBagsRequest{RelationId: rel.GetRelationId(), Endpoint: "peers", Owner: owner}); err != nil {
+			t.Fatalf("bags of %s: %v", owner, err)
+		}
+	}
+	if b, err := admin.GetBags(ctx, &adminpb.GetBagsRequest{RelationId: -1, Owner: "app/0"}); err != nil || len(b.GetBags()) != 1 || b.GetBags()[0].GetData()["k"] != "v" {
+		t.Fatalf("bags of app/0: %v %v", b, err)
+	}
 	st, err := admin.Status(ctx, &adminpb.StatusRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -184,4 +205,53 @@ func TestProbesMetricsAndAdminOfARunningSidecar(t *testing.T) {
 	if !ok || u.State != state.UnitReleased || u.Reason != "pod stopped" {
 		t.Fatalf("unit after graceful stop: %+v", u)
 	}
+}
+
+func TestRelationEnsureOnlyOnTheCharmsEndpoints(t *testing.T) {
+	sock, err := os.MkdirTemp("", "bk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sock) })
+	charm := t.TempDir()
+	md := "name: web\npeers:\n  replicas:\n    interface: web-peers\nrequires:\n  db:\n    interface: pgsql\n"
+	if err := os.WriteFile(filepath.Join(charm, "metadata.yaml"), []byte(md), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Start(Config{
+		App: "web", Pod: "web-0", DataDir: filepath.Join(t.TempDir(), "data"),
+		Bind: "127.0.0.1:0", Advertise: "127.0.0.1:0", AdminSocket: filepath.Join(sock, "a.sock"), Insecure: true,
+		Raft:   raftstore.Config{BootstrapExpect: 1, JoinInterval: 50 * time.Millisecond},
+		Agent:  &AgentSettings{CharmDir: charm, Socket: filepath.Join(sock, "agent.sock"), ToolBinary: os.Args[0], RemoteRunner: true},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	conn, err := grpc.NewClient("unix://"+s.cfg.AdminSocket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	admin := adminpb.NewAdminClient(conn)
+	for _, c := range []struct {
+		req  *adminpb.EnsureRelationRequest
+		want string
+	}{
+		{&adminpb.EnsureRelationRequest{Endpoint: "rpelicas", Peer: true}, `the charm web has no endpoint "rpelicas" (its endpoints: db, replicas)`},
+		{&adminpb.EnsureRelationRequest{Endpoint: "replicas", RemoteApp: "pg", RemoteEndpoint: "x"}, `"replicas" is a peer endpoint of the charm web: give --peer`},
+		{&adminpb.EnsureRelationRequest{Endpoint: "db", Peer: true}, `"db" is not a peer endpoint of the charm web`},
+	} {
+		if _, err := admin.EnsureRelation(context.Background(), c.req); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.req, err, c.want)
+		}
+	}
+	waitFor(t, "a relation on a declared endpoint", func() error {
+		_, err := admin.EnsureRelation(context.Background(), &adminpb.EnsureRelationRequest{Endpoint: "db", Interface: "pgsql", RemoteApp: "pg", RemoteEndpoint: "database"})
+		return err
+	})
 }

@@ -17,14 +17,27 @@ import (
 // unready until it is restarted. Nor is an ordinal unit another member took
 // over (a newer incarnation of this pod: two pods claim one identity); a
 // pod without an ordinal whose unit was taken over claims another.
+//
+// It acts only once this member has caught up with the group: a member
+// replaying its log after a restart passes through states long gone (its
+// unit held, then removed while it was away), and would otherwise take
+// one of those for news.
 func (s *Sidecar) claimLoop(ctx context.Context) {
 	id := string(s.node.ID())
 	ordinal := s.cfg.ordinal()
+	synced := false
 	for {
 		changed := s.node.Changed()
 		wait := time.Second
+		if !synced {
+			ns := s.node.Status()
+			synced = ns.LeaderAddress != "" && ns.LeaderCommitIndex > 0 && s.node.CaughtUp(ns.LeaderCommitIndex)
+			if !synced {
+				wait = 200 * time.Millisecond
+			}
+		}
 		st := s.node.State()
-		if st.App() != "" && s.unitLost.Load().(string) == "" {
+		if synced && st.App() != "" && s.unitLost.Load().(string) == "" {
 			held, ok := st.UnitHeldBy(id)
 			switch {
 			case ok:

@@ -77,7 +77,9 @@ func friendly(err error, a *adminFlags) error {
 		return err
 	}
 	msg := s.Message()
-	if strings.Contains(msg, "connect: no such file") || strings.Contains(msg, "connect: connection refused") {
+	// Only an error dialing the admin socket itself means no sidecar: the
+	// sidecar's own answers may name peers that refused a connection.
+	if strings.Contains(msg, "dial unix") && (strings.Contains(msg, "connect: no such file") || strings.Contains(msg, "connect: connection refused")) {
 		path := a.socket
 		if path == "" {
 			path = filepath.Join(a.dataDir, "admin.sock")
@@ -414,8 +416,10 @@ const bagsUsage = `Usage: bagkeeper bags [flags] [OWNER]
        bagkeeper bags set --relation REL OWNER key=value ... [key= ...]
 
 Reads relation data bags through this pod's sidecar. OWNER is a unit
-(app/0) or an application name; without it every bag is shown. --relation
-takes an id (3) or endpoint:id (peers:3).
+(app/0) or an application name; without it every bag is shown; an OWNER
+that is neither a unit of this application nor an application in its
+relations is an error. --relation takes an id (3) or endpoint:id (peers:3);
+with an endpoint, the relation must be on it.
 
 The read is linearizable: it shows every write committed before it was
 asked, whichever pod answers (the leader confirms it still leads, and this
@@ -447,9 +451,9 @@ func cmdBags(e *env, args []string) error {
 	if err := checkFormat(a.format, "yaml", "json"); err != nil {
 		return err
 	}
-	relID := int64(-1)
+	relID, endpoint := int64(-1), ""
 	if rel != "" {
-		if relID, err = parseRelation(rel); err != nil {
+		if relID, endpoint, err = parseRelation(rel); err != nil {
 			return err
 		}
 	}
@@ -458,7 +462,7 @@ func cmdBags(e *env, args []string) error {
 		owner = rest[0]
 	}
 	return a.call(func(ctx context.Context, c adminpb.AdminClient) error {
-		resp, err := c.GetBags(ctx, &adminpb.GetBagsRequest{RelationId: relID, Owner: owner, Stale: stale})
+		resp, err := c.GetBags(ctx, &adminpb.GetBagsRequest{RelationId: relID, Endpoint: endpoint, Owner: owner, Stale: stale})
 		if err != nil {
 			return err
 		}
@@ -489,18 +493,18 @@ func cmdBags(e *env, args []string) error {
 	})
 }
 
-// parseRelation accepts "3" or "endpoint:3"; as in Juju, only the part
-// after the last colon counts.
-func parseRelation(s string) (int64, error) {
-	idPart := s
+// parseRelation accepts "3" or "endpoint:3". The sidecar checks that
+// relation 3 is on that endpoint.
+func parseRelation(s string) (int64, string, error) {
+	endpoint, idPart := "", s
 	if i := strings.LastIndexByte(s, ':'); i >= 0 {
-		idPart = s[i+1:]
+		endpoint, idPart = s[:i], s[i+1:]
 	}
 	id, err := strconv.ParseInt(idPart, 10, 64)
-	if err != nil || id < 0 {
-		return 0, usageErrorf("--relation %q: expected an id or endpoint:id", s)
+	if err != nil || id < 0 || (endpoint == "" && idPart != s) {
+		return 0, "", usageErrorf("--relation %q: expected an id or endpoint:id", s)
 	}
-	return id, nil
+	return id, endpoint, nil
 }
 
 func cmdBagsSet(e *env, args []string) error {
@@ -516,7 +520,7 @@ func cmdBagsSet(e *env, args []string) error {
 	if rel == "" {
 		return usageErrorf("--relation is required")
 	}
-	relID, err := parseRelation(rel)
+	relID, endpoint, err := parseRelation(rel)
 	if err != nil {
 		return err
 	}
@@ -541,7 +545,7 @@ func cmdBagsSet(e *env, args []string) error {
 		}
 	}
 	return a.call(func(ctx context.Context, c adminpb.AdminClient) error {
-		resp, err := c.SetBag(ctx, &adminpb.SetBagRequest{RelationId: relID, Owner: rest[0], Set: set, Delete: del})
+		resp, err := c.SetBag(ctx, &adminpb.SetBagRequest{RelationId: relID, Endpoint: endpoint, Owner: rest[0], Set: set, Delete: del})
 		if err != nil {
 			return err
 		}
@@ -554,7 +558,9 @@ const relationUsage = `Usage: bagkeeper relation ensure --endpoint NAME [--inter
 
 Creates a relation unless one with the same endpoint and remote side exists,
 and prints its key (endpoint:id). The unit agent creates peer relations from
-the charm's metadata itself; this command is for operators and demos.`
+the charm's metadata itself; this command is for operators and demos. On a
+sidecar that runs a charm, the endpoint must be one of the charm's (a peer
+endpoint with --peer, a provides or requires endpoint without).`
 
 func cmdRelation(e *env, args []string) error {
 	if len(args) == 0 || args[0] != "ensure" {
@@ -597,12 +603,14 @@ func cmdRelation(e *env, args []string) error {
 	})
 }
 
-const unitUsage = `Usage: bagkeeper unit remove UNIT
+const unitUsage = `Usage: bagkeeper unit remove [--force] UNIT
 
-Removes a unit at once (for example after scaling down): its charm state
-goes, its relation bags stay readable while their relations exist, and its
-number is never given to another pod without an ordinal. Units otherwise
-leave only after being released and unclaimed for --unit-remove-after.`
+Removes a released unit at once (for example after scaling down): its
+charm state goes, its relation bags stay readable while their relations
+exist, and its number is never given to another pod without an ordinal.
+Units otherwise leave only after being released and unclaimed for
+--unit-remove-after. An active unit (a running pod holds it) is removed
+only with --force; its pod then holds no unit until it restarts.`
 
 func cmdUnit(e *env, args []string) error {
 	if len(args) == 0 || args[0] != "remove" {
@@ -613,8 +621,10 @@ func cmdUnit(e *env, args []string) error {
 		return usageErrorf("expected 'unit remove UNIT'")
 	}
 	var a adminFlags
+	var force bool
 	fs := newFlagSet("unit remove", unitUsage)
 	a.register(fs, "")
+	fs.BoolVar(&force, "force", false, "remove the unit even if a running pod holds it")
 	rest, err := parse(e, fs, args[1:])
 	if err != nil {
 		return err
@@ -623,7 +633,7 @@ func cmdUnit(e *env, args []string) error {
 		return usageErrorf("expected exactly one UNIT (like app/3), got %q", rest)
 	}
 	return a.call(func(ctx context.Context, c adminpb.AdminClient) error {
-		if _, err := c.RemoveUnit(ctx, &adminpb.RemoveUnitRequest{Unit: rest[0]}); err != nil {
+		if _, err := c.RemoveUnit(ctx, &adminpb.RemoveUnitRequest{Unit: rest[0], Force: force}); err != nil {
 			return err
 		}
 		fmt.Fprintf(e.stdout, "unit %s removed\n", rest[0])

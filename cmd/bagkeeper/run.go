@@ -292,9 +292,9 @@ func newLogger(e *env, level, format string) (*slog.Logger, error) {
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
 	case "json":
-		return slog.New(slog.NewJSONHandler(e.stderr, opts)), nil
+		return slog.New(newUniqueKeys(slog.NewJSONHandler(e.stderr, opts))), nil
 	case "text":
-		return slog.New(slog.NewTextHandler(e.stderr, opts)), nil
+		return slog.New(newUniqueKeys(slog.NewTextHandler(e.stderr, opts))), nil
 	}
 	return nil, usageErrorf("--log-format must be json or text, got %q", format)
 }

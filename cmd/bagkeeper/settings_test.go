@@ -124,15 +124,19 @@ func TestAdminCommandsExplainAMissingSidecar(t *testing.T) {
 	}
 }
 
-func TestParseRelationTakesTheTextAfterTheLastColon(t *testing.T) {
-	for in, want := range map[string]int64{"3": 3, "db:3": 3, "a:b:12": 12} {
-		got, err := parseRelation(in)
-		if err != nil || got != want {
-			t.Errorf("%q: got %d %v", in, got, err)
+func TestParseRelationSplitsEndpointAndID(t *testing.T) {
+	type rel struct {
+		id       int64
+		endpoint string
+	}
+	for in, want := range map[string]rel{"3": {3, ""}, "db:3": {3, "db"}, "a:b:12": {12, "a:b"}} {
+		id, endpoint, err := parseRelation(in)
+		if err != nil || id != want.id || endpoint != want.endpoint {
+			t.Errorf("%q: got %d %q %v", in, id, endpoint, err)
 		}
 	}
-	for _, bad := range []string{"", "db:", "db:x", "-1"} {
-		if _, err := parseRelation(bad); err == nil {
+	for _, bad := range []string{"", "db:", "db:x", "-1", ":3"} {
+		if _, _, err := parseRelation(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}

@@ -797,7 +797,10 @@ type GetBagsRequest struct {
 	Owner string `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
 	// Read the local replica as it is, without confirming with the leader
 	// that it is current. Default: linearizable.
-	Stale         bool `protobuf:"varint,3,opt,name=stale,proto3" json:"stale,omitempty"`
+	Stale bool `protobuf:"varint,3,opt,name=stale,proto3" json:"stale,omitempty"`
+	// The endpoint the caller named the relation by (endpoint:id): the
+	// relation must be on it. Empty: not checked.
+	Endpoint      string `protobuf:"bytes,4,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -851,6 +854,13 @@ func (x *GetBagsRequest) GetStale() bool {
 		return x.Stale
 	}
 	return false
+}
+
+func (x *GetBagsRequest) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
 }
 
 type Bag struct {
@@ -993,11 +1003,13 @@ func (x *GetBagsResponse) GetNotReadyReason() string {
 }
 
 type SetBagRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RelationId    int64                  `protobuf:"varint,1,opt,name=relation_id,json=relationId,proto3" json:"relation_id,omitempty"`
-	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
-	Set           map[string]string      `protobuf:"bytes,3,rep,name=set,proto3" json:"set,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Delete        []string               `protobuf:"bytes,4,rep,name=delete,proto3" json:"delete,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	RelationId int64                  `protobuf:"varint,1,opt,name=relation_id,json=relationId,proto3" json:"relation_id,omitempty"`
+	Owner      string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	Set        map[string]string      `protobuf:"bytes,3,rep,name=set,proto3" json:"set,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Delete     []string               `protobuf:"bytes,4,rep,name=delete,proto3" json:"delete,omitempty"`
+	// As in GetBagsRequest.
+	Endpoint      string `protobuf:"bytes,5,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1058,6 +1070,13 @@ func (x *SetBagRequest) GetDelete() []string {
 		return x.Delete
 	}
 	return nil
+}
+
+func (x *SetBagRequest) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
 }
 
 type SetBagResponse struct {
@@ -1225,8 +1244,11 @@ func (x *EnsureRelationResponse) GetRelationId() int64 {
 }
 
 type RemoveUnitRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Unit          string                 `protobuf:"bytes,1,opt,name=unit,proto3" json:"unit,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Unit  string                 `protobuf:"bytes,1,opt,name=unit,proto3" json:"unit,omitempty"`
+	// Remove it even if it is active (held by a pod that runs its hooks).
+	// Without it, only a released unit is removed.
+	Force         bool `protobuf:"varint,2,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1266,6 +1288,13 @@ func (x *RemoveUnitRequest) GetUnit() string {
 		return x.Unit
 	}
 	return ""
+}
+
+func (x *RemoveUnitRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
 }
 
 type RemoveUnitResponse struct {
@@ -2291,12 +2320,13 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"\x14relations_file_error\x18\x11 \x01(\tR\x12relationsFileError\x12\x1f\n" +
 	"\vleader_unit\x18\x12 \x01(\tR\n" +
 	"leaderUnit\x125\n" +
-	"\x17lease_expires_unix_nano\x18\x13 \x01(\x03R\x14leaseExpiresUnixNano\"]\n" +
+	"\x17lease_expires_unix_nano\x18\x13 \x01(\x03R\x14leaseExpiresUnixNano\"y\n" +
 	"\x0eGetBagsRequest\x12\x1f\n" +
 	"\vrelation_id\x18\x01 \x01(\x03R\n" +
 	"relationId\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x14\n" +
-	"\x05stale\x18\x03 \x01(\bR\x05stale\"\xe4\x01\n" +
+	"\x05stale\x18\x03 \x01(\bR\x05stale\x12\x1a\n" +
+	"\bendpoint\x18\x04 \x01(\tR\bendpoint\"\xe4\x01\n" +
 	"\x03Bag\x12\x1f\n" +
 	"\vrelation_id\x18\x01 \x01(\x03R\n" +
 	"relationId\x12\x1a\n" +
@@ -2310,13 +2340,14 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"\x0fGetBagsResponse\x12+\n" +
 	"\x04bags\x18\x01 \x03(\v2\x17.bagkeeper.admin.v1.BagR\x04bags\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12(\n" +
-	"\x10not_ready_reason\x18\x03 \x01(\tR\x0enotReadyReason\"\xd4\x01\n" +
+	"\x10not_ready_reason\x18\x03 \x01(\tR\x0enotReadyReason\"\xf0\x01\n" +
 	"\rSetBagRequest\x12\x1f\n" +
 	"\vrelation_id\x18\x01 \x01(\x03R\n" +
 	"relationId\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12<\n" +
 	"\x03set\x18\x03 \x03(\v2*.bagkeeper.admin.v1.SetBagRequest.SetEntryR\x03set\x12\x16\n" +
-	"\x06delete\x18\x04 \x03(\tR\x06delete\x1a6\n" +
+	"\x06delete\x18\x04 \x03(\tR\x06delete\x12\x1a\n" +
+	"\bendpoint\x18\x05 \x01(\tR\bendpoint\x1a6\n" +
 	"\bSetEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"&\n" +
@@ -2331,9 +2362,10 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"\x0fremote_endpoint\x18\x05 \x01(\tR\x0eremoteEndpoint\"9\n" +
 	"\x16EnsureRelationResponse\x12\x1f\n" +
 	"\vrelation_id\x18\x01 \x01(\x03R\n" +
-	"relationId\"'\n" +
+	"relationId\"=\n" +
 	"\x11RemoveUnitRequest\x12\x12\n" +
-	"\x04unit\x18\x01 \x01(\tR\x04unit\"\x14\n" +
+	"\x04unit\x18\x01 \x01(\tR\x04unit\x12\x14\n" +
+	"\x05force\x18\x02 \x01(\bR\x05force\"\x14\n" +
 	"\x12RemoveUnitResponse\"%\n" +
 	"\x13RemoveMemberRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +

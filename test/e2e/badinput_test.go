@@ -5,6 +5,7 @@ package e2e
 import (
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bagkeeper/bagkeeper/sidecar/adminpb"
 )
 
 // TestBadInputGetsClearErrorAndChangesNothing feeds bagkeeper bad input
@@ -272,4 +275,35 @@ func TestBadInputGetsClearErrorAndChangesNothing(t *testing.T) {
 			t.Errorf("after the second sidecar stopped, %s's admin socket answered as %q (err %v), want %s", owner.name, st.GetSelf(), err, before.selfOf(owner))
 		}
 	})
+}
+
+// TestAWriteWithoutALeaderSaysSo: with two of three voters killed, a write
+// through the survivor fails within the CLI's timeout with what an operator
+// needs (no leader, how many voters answer, nothing committed), not with
+// gRPC's internals or "no sidecar answers".
+func TestAWriteWithoutALeaderSaysSo(t *testing.T) {
+	c := newCluster(t)
+	c.startCluster(3)
+	v := c.waitOneCluster(startTimeout, "the cluster", wantVoters(3))
+	leader := c.leaderPod(v)
+	rel, err := leader.ensureRelation(&adminpb.EnsureRelationRequest{Endpoint: "replicas", Interface: "web-peers", Peer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := c.followers(v)
+	survivor := fs[0]
+	waitFor(t, startTimeout, "the survivor to have the relation", func() (bool, string) {
+		st, err := survivor.statusNoProbe()
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(st.GetRelations()) == 1, fmt.Sprint(st.GetRelations())
+	})
+	leader.kill()
+	fs[1].kill()
+	res := runCLI(t, 30*time.Second, "bags", "set", "--admin-socket", survivor.sock, "--timeout", "5s", "--relation", "replicas:"+itoa(rel), "web", "k=v")
+	want := "no raft leader (1 of 3 voters reachable; a leader needs 2); not committed"
+	if res.code != 1 || !strings.Contains(res.stderr, want) || strings.Contains(res.stderr, "no sidecar answers") {
+		t.Fatalf("a write without a leader: %v\nwant exit 1 and %q", res, want)
+	}
 }

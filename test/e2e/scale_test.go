@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bagkeeper/bagkeeper/sidecar/adminpb"
 )
 
 // TestScaleOutKeepsVotersAtTargetAndUnitsLeaveOnlyWhenRemoved grows the
@@ -91,11 +93,16 @@ func TestScaleOutKeepsVotersAtTargetAndUnitsLeaveOnlyWhenRemoved(t *testing.T) {
 		return true, ""
 	})
 
-	// An operator removes the two units, through two different pods.
+	// An operator removes the two units, through two different pods. They
+	// are still active (their pods had ordinals), so it takes --force.
 	survivors := c.runningPods()
 	for i, u := range goneNames {
 		via := survivors[i]
 		r := runCLI(t, 30*time.Second, "unit", "remove", "--admin-socket", via.sock, u)
+		if r.code != 1 || !strings.Contains(r.stderr, "unit "+u+" is active") || !strings.Contains(r.stderr, "give --force") {
+			t.Fatalf("bagkeeper unit remove %s (active) without --force through %s: %s", u, via.name, r)
+		}
+		r = runCLI(t, 30*time.Second, "unit", "remove", "--admin-socket", via.sock, "--force", u)
 		if r.code != 0 || !strings.Contains(r.stdout, "unit "+u+" removed") {
 			t.Fatalf("bagkeeper unit remove %s through %s: %s", u, via.name, r)
 		}
@@ -130,5 +137,70 @@ func voterHealthy(c *cluster) viewCheck {
 			return fmt.Sprintf("voters %v, of which %v do not run; want three running voters", v.voters(), dead)
 		}
 		return ""
+	}
+}
+
+// TestPodRestartedAfterItsUnitWasRemovedGetsItBack: a StatefulSet pod is
+// killed, an operator removes its unit (--force: it was still active), and
+// the pod starts again on its disk. Its restored state still shows the
+// unit held by it; the removal comes only as it catches up. It must claim
+// the unit again, as a new unit, and turn ready: not take the removal for
+// news ("unit removed while the pod runs") and wait for a restart.
+func TestPodRestartedAfterItsUnitWasRemovedGetsItBack(t *testing.T) {
+	// Frequent snapshots: the restarted member restores its unit from one.
+	c := newCluster(t, "--raft-snapshot-threshold", "16", "--raft-snapshot-interval", "200ms", "--raft-trailing-logs", "16")
+	pods := c.startCluster(3)
+	v := c.waitOneCluster(startTimeout, "the cluster", wantVoters(3))
+	seed(t, c.leaderPod(v), v.unitNames(), 64)
+	victim := c.followers(v)[0]
+	unit := v.statuses[victim.name].GetUnit()
+	// More entries than a snapshot's worth, so its disk has one with the unit.
+	rel, err := c.leaderPod(v).ensureRelation(&adminpb.EnsureRelationRequest{Endpoint: "replicas", Interface: "web-peers", Peer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 64 {
+		if err := c.leaderPod(v).setBag(10*time.Second, rel, "web", map[string]string{"n": itoa(int64(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	victim.kill()
+	var via *pod
+	for _, p := range pods {
+		if p != victim {
+			via = p
+		}
+	}
+	if r := runCLI(t, 30*time.Second, "unit", "remove", "--admin-socket", via.sock, "--force", unit); r.code != 0 {
+		t.Fatalf("unit remove --force %s: %s", unit, r)
+	}
+	for i := range 64 {
+		if err := via.setBag(10*time.Second, rel, "web", map[string]string{"after": itoa(int64(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	victim.start()
+	waitFor(t, startTimeout, "the restarted pod to hold "+unit+" again, active, caught up and ready", func() (bool, string) {
+		// A linearizable read first: the pod's copy has caught up with
+		// every write above, the removal included.
+		if _, err := victim.getBags(); err != nil {
+			return false, err.Error()
+		}
+		st, err := victim.statusNoProbe()
+		if err != nil {
+			return false, err.Error()
+		}
+		if !st.GetReady() {
+			return false, "not ready: " + st.GetNotReadyReason()
+		}
+		for _, u := range st.GetUnits() {
+			if u.GetName() == unit {
+				return st.GetUnit() == unit && u.GetState() == "active" && u.GetMember() == st.GetSelf(), fmt.Sprintf("this pod holds %q; %s is %s held by %s", st.GetUnit(), unit, u.GetState(), u.GetMember())
+			}
+		}
+		return false, unit + " not in the status"
+	})
+	if log := victim.allLogs(); strings.Contains(log, "unit removed while the pod runs") {
+		t.Fatalf("the restarted pod took the removal it replayed for news:\n%s", lastLines(log, 30))
 	}
 }

@@ -149,6 +149,10 @@ spec:
   dnsNames:
     - "*.{{ $headless }}.{{ .Release.Namespace }}.svc.{{ .Values.clusterDomain }}"
     - "{{ $headless }}.{{ .Release.Namespace }}.svc.{{ .Values.clusterDomain }}"
+  # The relations port (relations with other applications) wants the
+  # application's name in its certificate.
+  uris:
+    - "bagkeeper://app/{{ include "bagkeeper.app" . }}"
   duration: {{ .Values.tls.certManager.duration }}
   renewBefore: {{ .Values.tls.certManager.renewBefore }}
   privateKey:
