@@ -87,7 +87,7 @@ func newCluster(t *testing.T, m *manifests) *cluster {
 	for tries := 0; ; tries++ {
 		c.subnet = fmt.Sprintf("10.213.%d.", n)
 		_, err = docker(context.Background(), "network", "create", "--driver", "bridge",
-			"--subnet", c.subnet+"0/24", "--label", "bagkeeper-pods-test=1", c.network)
+			"--subnet", c.subnet+"0/24", "--label", "bagkeeper-pods-test="+c.id, "--label", "bagkeeper-pods-pid="+strconv.Itoa(os.Getpid()), c.network)
 		if err == nil || tries > 20 {
 			break
 		}
@@ -227,7 +227,7 @@ func (c *cluster) startAll() []*pod {
 
 // labels marks every Docker object of this cluster for the cleanup.
 func (c *cluster) labels() []string {
-	return []string{"--label", "bagkeeper-pods-test=" + c.id}
+	return []string{"--label", "bagkeeper-pods-test=" + c.id, "--label", "bagkeeper-pods-pid=" + strconv.Itoa(os.Getpid())}
 }
 
 // headlessNames are the DNS names of the headless service, as pods look
