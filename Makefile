@@ -58,13 +58,18 @@ pods-test: image
 ## tests, then the process-level e2e suite on its own (its raft processes
 ## need the machine to themselves); the tests that skip themselves under the
 ## race detector (too slow with it) run once more without it
-test: vet
+test: vet chart-test
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v -e /test/e2e -e /test/pods)
 	$(GO) test -count=1 -run 'TestLargestReply' ./agent/
 	$(GO) test -race -count=1 -timeout 20m ./test/e2e/
 
 vet:
 	$(GO) vet ./...
+
+## chart-test: the Helm charts rendered and checked (their own module, charts/test)
+.PHONY: chart-test
+chart-test:
+	$(GO) -C charts/test test -count=1 ./...
 
 ## lint: gofmt, go vet and staticcheck
 lint: vet

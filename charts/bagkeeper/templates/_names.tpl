@@ -92,7 +92,10 @@ starts before the charm container and stops after it.
 */}}
 {{- define "bagkeeper.native" -}}
 {{- $mode := toString .Values.sidecar.native -}}
-{{- if eq $mode "true" -}}true
+{{- $supported := semverCompare ">=1.29-0" .Capabilities.KubeVersion.Version -}}
+{{- if and (eq $mode "true") (not $supported) -}}
+{{- fail (printf "sidecar.native=true needs Kubernetes 1.29 or later (native sidecars); this cluster is %s: use auto or false" .Capabilities.KubeVersion.Version) -}}
+{{- else if eq $mode "true" -}}true
 {{- else if and (eq $mode "auto") (semverCompare ">=1.29-0" .Capabilities.KubeVersion.Version) -}}true
 {{- end -}}
 {{- end -}}
