@@ -3,10 +3,12 @@ package pods
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -26,65 +28,66 @@ func repoRoot(t testing.TB) string {
 	return dir
 }
 
-// render renders the demo chart (PODS_RENDER: another command with the
-// flags of charts/test's render, e.g. for a chart being worked on) with the image under test and the given
-// --set values and decodes the manifests. Without the chart in the
-// repository it reads testdata/fallback.yaml, the layout the chart is
-// expected to render.
+// renderer is the chart renderer of charts/test (its own module), built
+// once per test binary.
+var renderer struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// renderCommand is the renderer's command line up to its flags:
+// PODS_RENDER when set (another renderer with the same flags, e.g. for a
+// chart being worked on), else charts/test's cmd/render.
+func renderCommand(t testing.TB, root string) []string {
+	t.Helper()
+	if s := os.Getenv("PODS_RENDER"); s != "" {
+		return strings.Fields(s)
+	}
+	renderer.once.Do(func() {
+		dir, err := os.MkdirTemp("", "pods-render")
+		if err != nil {
+			renderer.err = err
+			return
+		}
+		renderer.path = filepath.Join(dir, "render")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, "go", "-C", filepath.Join(root, "charts", "test"), "build", "-o", renderer.path, "./cmd/render").CombinedOutput()
+		if err != nil {
+			renderer.err = fmt.Errorf("building charts/test/cmd/render: %v\n%s", err, out)
+		}
+	})
+	if renderer.err != nil {
+		t.Fatal(renderer.err)
+	}
+	return []string{renderer.path}
+}
+
+// render renders the demo chart for Kubernetes kubeVersion with the image
+// under test and the given --set values, and decodes the manifests.
 func render(t testing.TB, sets ...string) *manifests {
 	t.Helper()
 	root := repoRoot(t)
-	var out []byte
-	fallback := false
-	renderCmd := []string{"go", "-C", filepath.Join(root, "charts", "test"), "run", "./cmd/render", "--chart", "../bagkeeper-demo"}
-	if s := os.Getenv("PODS_RENDER"); s != "" {
-		// Another renderer with the same flags; --chart is given.
-		renderCmd = append(strings.Fields(s), "--chart", filepath.Join(root, "charts", "bagkeeper-demo"))
+	repo, tag, _ := strings.Cut(imageRef(), ":")
+	args := append(renderCommand(t, root), "--chart", filepath.Join(root, "charts", "bagkeeper-demo"),
+		"--kube-version", kubeVersion, "--release", release, "--namespace", namespace,
+		"--set", "image.repository="+repo, "--set", "image.tag="+tag)
+	for _, s := range sets {
+		args = append(args, "--set", s)
 	}
-	if _, err := os.Stat(filepath.Join(root, "charts", "test", "cmd", "render")); err == nil || os.Getenv("PODS_RENDER") != "" {
-		repo, tag, _ := strings.Cut(imageRef(), ":")
-		args := []string{"--kube-version", kubeVersion,
-			"--release", release, "--namespace", namespace,
-			"--set", "image.repository=" + repo, "--set", "image.tag=" + tag}
-		for _, s := range sets {
-			args = append(args, "--set", s)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		args = append(renderCmd[1:], args...)
-		cmd := exec.CommandContext(ctx, renderCmd[0], args...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		var err error
-		if out, err = cmd.Output(); err != nil {
-			t.Fatalf("rendering the chart: %s %s: %v\n%s", renderCmd[0], strings.Join(args, " "), err, stderr.String())
-		}
-	} else {
-		t.Logf("no chart in this tree: the pods run from testdata/fallback.yaml")
-		fallback = true
-		b, err := os.ReadFile("testdata/fallback.yaml")
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = b
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("rendering the chart: %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
 	m, err := parseManifests(out)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if fallback {
-		for _, s := range sets {
-			if s == "tls.enabled=false" {
-				fallbackJoinToken(m)
-			}
-			if s == "persistence.enabled=false" {
-				m.workload.VolumeClaimTemplates = nil
-				m.workload.Template.Spec.Volumes = append(m.workload.Template.Spec.Volumes, volume{Name: "data", EmptyDir: &struct {
-					Medium    string `json:"medium"`
-					SizeLimit string `json:"sizeLimit"`
-				}{}})
-			}
-		}
 	}
 	return m
 }
@@ -100,29 +103,4 @@ func tlsSecrets(m *manifests) []string {
 		}
 	}
 	return out
-}
-
-// fallbackJoinToken turns the fallback's TLS into the join token the chart
-// uses when TLS is off.
-func fallbackJoinToken(m *manifests) {
-	spec := &m.workload.Template.Spec
-	secret := m.name + "-join-token"
-	m.secrets[secret] = map[string][]byte{"token": []byte(randHex(16))}
-	for i, v := range spec.Volumes {
-		if v.Name == "tls" {
-			spec.Volumes[i].Secret.SecretName = secret
-		}
-	}
-	for i := range spec.InitContainers {
-		ct := &spec.InitContainers[i]
-		var args []string
-		for _, a := range ct.Args {
-			if !strings.HasPrefix(a, "--tls-") {
-				args = append(args, a)
-			}
-		}
-		if len(args) != len(ct.Args) {
-			ct.Args = append(args, "--join-token-file=/etc/bagkeeper/tls/token")
-		}
-	}
 }
