@@ -85,13 +85,20 @@ func (a *app) idleUsage(t *testing.T, d time.Duration) {
 		used := cgroupCPU(t, p.sidecar()) - first[p].cpu
 		pct := 100 * used.Seconds() / time.Since(first[p].when).Seconds()
 		rss := cgroupRSS(t, p.sidecar())
+		vmRSS := "?"
+		for _, line := range strings.Split(dockerT(t, "exec", p.sidecar(), "cat", "/proc/1/status"), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+				n, _ := strconv.ParseFloat(f[1], 64)
+				vmRSS = fmt.Sprintf("%.1f MiB", n/1024)
+			}
+		}
 		role := "follower"
 		if p == leader {
 			role = "leader"
 		}
 		stats := dockerT(t, "stats", "--no-stream", "--format", "{{.MemUsage}} {{.CPUPerc}}", p.sidecar())
-		t.Logf("BENCH idle sidecar %s (%s, limits %v): RSS %.1f MiB, CPU %.2f%% of a core over %v (docker stats: %s)",
-			p.name, role, limit, float64(rss)/(1<<20), pct, d, stats)
+		t.Logf("BENCH idle sidecar %s (%s, limits %v): RSS %s (process VmRSS; cgroup anonymous memory %.1f MiB), CPU %.2f%% of a core over %v (docker stats: %s)",
+			p.name, role, limit, vmRSS, float64(rss)/(1<<20), pct, d, stats)
 	}
 }
 
