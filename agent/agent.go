@@ -66,6 +66,8 @@ type Config struct {
 
 	// Runner runs hooks (default: a local runner in this process).
 	Runner Runner
+	// Metrics count the hooks run (nil: none).
+	Metrics *Metrics
 	// RunnerStopping is called when a remote runner says its container is
 	// stopping (the pod is going away); it returns once the stop hook has
 	// run through that runner. Nil: the call is answered at once.
@@ -566,8 +568,9 @@ func (a *Agent) ensureAddress(ctx context.Context) {
 // runHook runs one hook and commits its writes with the cursor advance
 // within commitCtx (a hook that ran to the end commits even while the
 // agent is being stopped).
-func (a *Agent) runHook(ctx, commitCtx context.Context, h Hook, st *state.State) error {
+func (a *Agent) runHook(ctx, commitCtx context.Context, h Hook, st *state.State) (err error) {
 	id := a.unit() + "-" + h.FullName() + "-" + randomID()
+	defer func(start time.Time) { a.cfg.Metrics.observe(h.Name, err == nil, a.now().Sub(start)) }(a.now())
 	hc := newHookContext(a, id, a.unit(), h, st)
 	a.running.Store(hc)
 	defer a.running.Store(nil)

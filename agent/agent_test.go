@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,6 +27,8 @@ import (
 	"github.com/bagkeeper/bagkeeper/raftstore/state/statetest"
 	"github.com/bagkeeper/bagkeeper/sidecar/unixsock"
 	"github.com/bagkeeper/bagkeeper/test/wait"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // hookTool is the jujuc binary the tests' hooks call, built once.
@@ -870,4 +873,76 @@ esac`)
 	if e := s.State().UnitExtra("app/0"); e.HookError != "" {
 		t.Errorf("hook error %+v", e)
 	}
+}
+
+func TestHookRunnerOnAWrongSocketSaysSo(t *testing.T) {
+	var logs syncBuf
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	socket := filepath.Join(t.TempDir(), "no-agent-here.sock")
+	go func() {
+		done <- RunHookRunner(ctx, HookRunnerConfig{Socket: socket, CharmDir: t.TempDir(), Name: "charm", StopTimeout: time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	}()
+	waitFor(t, "a warning about the socket", func() error {
+		if l := logs.String(); !strings.Contains(l, "cannot reach the unit agent") || !strings.Contains(l, socket) {
+			return fmt.Errorf("logs: %s", l)
+		}
+		return nil
+	})
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hook runner did not stop")
+	}
+}
+
+// syncBuf is a buffer several goroutines log to.
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestHookMetricsAndGauges(t *testing.T) {
+	s := newMemStore(t)
+	twoUnits(s)
+	dir := charm(t, `[ "$JUJU_HOOK_NAME" = config-changed ] && [ ! -e "$JUJU_CHARM_DIR/ok" ] && { touch "$JUJU_CHARM_DIR/ok"; exit 1; }; true`)
+	m := NewMetrics()
+	a := startAgent(t, s, dir, func(c *Config) { c.Metrics = m })
+	waitFor(t, "start, after config-changed failed once", func() error {
+		if !strings.Contains(strings.Join(a.hooks(), ","), "start") {
+			return errors.New("not started")
+		}
+		return nil
+	})
+	for _, c := range []struct {
+		hook, result string
+		want         float64
+	}{{"install", "ok", 1}, {"config-changed", "failed", 1}, {"config-changed", "ok", 1}, {"start", "ok", 1}} {
+		if got := testutil.ToFloat64(m.hooks.WithLabelValues(c.hook, c.result)); got != c.want {
+			t.Errorf("bagkeeper_hooks_total{hook=%q,result=%q} = %v, want %v", c.hook, c.result, got, c.want)
+		}
+	}
+	if n := testutil.CollectAndCount(m.duration); n < 3 {
+		t.Errorf("%d hook duration series, want one per hook name", n)
+	}
+	waitFor(t, "no hook due", func() error {
+		due, _, failing := a.Gauges()
+		if due != 0 || failing {
+			return fmt.Errorf("due %d, failing %v", due, failing)
+		}
+		return nil
+	})
 }

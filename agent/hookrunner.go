@@ -81,12 +81,31 @@ func RunHookRunner(ctx context.Context, cfg HookRunnerConfig) error {
 	}()
 	defer func() { stopRun(); <-stopped }()
 	backoff := 100 * time.Millisecond
+	var unreachableSince, warned time.Time
+	failures := 0
 	for run.Err() == nil {
-		err := runHooks(run, client, runner, cfg)
+		connected, err := runHooks(run, client, runner, cfg)
 		if run.Err() != nil {
 			break
 		}
-		cfg.Logger.Warn("connection to the agent lost; reconnecting", "err", err, "in", backoff.String())
+		if connected {
+			cfg.Logger.Warn("connection to the agent lost; reconnecting", "err", err)
+			backoff, unreachableSince, failures = 100*time.Millisecond, time.Time{}, 0
+		} else {
+			// Not reached at all: a wrong --agent-socket, a socket on a
+			// volume the sidecar does not share, or a sidecar still
+			// starting. Said at once, then every 30 s, never silently.
+			now := time.Now()
+			if unreachableSince.IsZero() {
+				unreachableSince = now
+			}
+			failures++
+			if warned.IsZero() || now.Sub(warned) >= 30*time.Second {
+				warned = now
+				cfg.Logger.Warn("cannot reach the unit agent: is the sidecar running with --hook-runner=remote and this socket, on a volume both containers mount?",
+					"socket", cfg.Socket, "err", err, "attempts", failures, "for", now.Sub(unreachableSince).Round(time.Second).String())
+			}
+		}
 		select {
 		case <-run.Done():
 		case <-time.After(backoff):
@@ -96,16 +115,23 @@ func RunHookRunner(ctx context.Context, cfg HookRunnerConfig) error {
 	return nil
 }
 
-func runHooks(ctx context.Context, client toolpb.HookRunnerClient, runner LocalRunner, cfg HookRunnerConfig) error {
-	stream, err := client.Hooks(ctx, &toolpb.RunnerHello{Name: cfg.Name}, grpc.WaitForReady(true))
+// runHooks runs the hooks the agent sends until the stream ends; connected
+// says whether it reached the agent at all.
+func runHooks(ctx context.Context, client toolpb.HookRunnerClient, runner LocalRunner, cfg HookRunnerConfig) (connected bool, err error) {
+	stream, err := client.Hooks(ctx, &toolpb.RunnerHello{Name: cfg.Name})
 	if err != nil {
-		return err
+		return false, err
+	}
+	// A server stream is made before the agent answers: the first message,
+	// or the stream's header, says whether it did.
+	if _, err := stream.Header(); err != nil {
+		return false, err
 	}
 	cfg.Logger.Info("connected to the agent", "socket", cfg.Socket)
 	for {
 		h, err := stream.Recv()
 		if err != nil {
-			return err
+			return true, err
 		}
 		env := h.GetEnv()
 		// Paths as this container sees them.
@@ -120,7 +146,7 @@ func runHooks(ctx context.Context, client toolpb.HookRunnerClient, runner LocalR
 		_, err = client.Done(dctx, out)
 		cancel()
 		if err != nil && !errors.Is(err, context.Canceled) {
-			return fmt.Errorf("reporting hook %s: %w", h.GetHook(), err)
+			return true, fmt.Errorf("reporting hook %s: %w", h.GetHook(), err)
 		}
 	}
 }

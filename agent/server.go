@@ -293,6 +293,10 @@ func (s *runnerServer) Hooks(hello *toolpb.RunnerHello, stream toolpb.HookRunner
 		return status.Error(codes.FailedPrecondition, err.Error())
 	}
 	defer detach()
+	// The header tells the runner at once that it is attached.
+	if err := stream.SendHeader(nil); err != nil {
+		return err
+	}
 	for {
 		select {
 		case <-stream.Context().Done():

@@ -558,7 +558,13 @@ func TestRemoveMemberKeepsAQuorum(t *testing.T) {
 	c := newTestCluster(t, "app")
 	for _, p := range []string{"app-0", "app-1", "app-2", "app-3", "app-4"} {
 		opts := []nodeOpt{withExpect(5)}
-		c.start(p, append(opts, func(cfg *Config) { cfg.Voters = 5 })...)
+		c.start(p, append(opts, func(cfg *Config) {
+			cfg.Voters = 5
+			// The removals here are the operator's: autopilot, which removes
+			// dead members after a few seconds by default in these tests,
+			// must not get there first on a slow run.
+			cfg.Autopilot.DeadVoterAfter, cfg.Autopilot.DeadNonvoterAfter = time.Minute, time.Minute
+		})...)
 	}
 	l := c.leader(10 * time.Second)
 	ctx := applyCtx(t)

@@ -402,6 +402,9 @@ func raftConfig(cfg *Config, id raft.ServerID, logger hclog.Logger) *raft.Config
 	// A member removed while it was away must not stop: it notices and
 	// asks to join again (see the cluster loop).
 	rc.ShutdownOnRemove = false
+	// Metrics per peer as a label, not in the metric's name: every new
+	// incarnation of a pod would add metric names.
+	rc.NoLegacyTelemetry = true
 	return rc
 }
 

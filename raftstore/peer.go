@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -210,11 +211,29 @@ func (s *peerServer) Leave(ctx context.Context, req *peerpb.LeaveRequest) (*peer
 
 // removeCall removes member id from the configuration, on the leader; a
 // request it sends has taken hops already.
+//
+// A removal is idempotent across the call's attempts: once an attempt may
+// have reached a leader (its answer lost when leadership moved, say), a
+// later attempt that finds id no member any more reports success, not
+// "not a member".
 func (n *Node) removeCall(id raft.ServerID, hops uint32) leaderCall {
+	var mayHaveRemoved atomic.Bool
+	done := func(err error) error {
+		if err == nil {
+			return nil
+		}
+		if s, ok := status.FromError(err); ok && s.Code() == codes.NotFound && mayHaveRemoved.Load() {
+			return nil
+		}
+		if !notDelivered(err) {
+			mayHaveRemoved.Store(true)
+		}
+		return err
+	}
 	return leaderCall{
 		what: "removal of " + string(id),
 		local: func(ctx context.Context) error {
-			if err := n.removeOnLeader(ctx, id); err != nil {
+			if err := done(n.removeOnLeader(ctx, id)); err != nil {
 				return err
 			}
 			n.noteLeft(id)
@@ -222,7 +241,7 @@ func (n *Node) removeCall(id raft.ServerID, hops uint32) leaderCall {
 		},
 		remote: func(ctx context.Context, c peerpb.PeerClient) error {
 			_, err := c.Leave(ctx, &peerpb.LeaveRequest{ServerId: string(id), Hops: hops})
-			return err
+			return done(err)
 		},
 	}
 }

@@ -90,6 +90,7 @@ func (s *Sidecar) startAgent() error {
 		Listener: ua.ln, Socket: socket, ToolsDir: toolsDir, ToolBinary: toolBinary,
 		AllowedUIDs: as.AllowedUIDs, Runner: runner, Address: address,
 		RunnerStopping: func(ctx context.Context) { s.stopHooks(ctx, true) },
+		Metrics:        s.metrics.agent,
 		ModelName:      as.ModelName, ModelUUID: as.ModelUUID, AvailabilityZone: as.AvailabilityZone, JujuVersion: as.JujuVersion,
 		UpdateStatusEvery: as.UpdateStatusEvery, RetryDelay: as.RetryDelay,
 		SecretsKey: as.SecretsKey,

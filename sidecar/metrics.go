@@ -2,9 +2,10 @@ package sidecar
 
 import (
 	"sync"
+	"syscall"
 
 	gometrics "github.com/armon/go-metrics"
-	gmprom "github.com/armon/go-metrics/prometheus"
+	"github.com/bagkeeper/bagkeeper/agent"
 	"github.com/bagkeeper/bagkeeper/raftstore"
 	"github.com/bagkeeper/bagkeeper/raftstore/state"
 	"github.com/hashicorp/raft"
@@ -14,18 +15,16 @@ import (
 
 // raft reports its own metrics (commit and apply times, RPC latencies,
 // snapshot sizes ...) through the process-wide go-metrics registry; this
-// sink turns them into Prometheus metrics. One per process.
+// sink turns them into Prometheus metrics (raftmetrics.go). One per
+// process.
 var (
 	raftSinkOnce sync.Once
-	raftSink     *gmprom.PrometheusSink
+	raftSink     *raftMetrics
 )
 
-func raftMetricsSink() *gmprom.PrometheusSink {
+func raftMetricsSink() *raftMetrics {
 	raftSinkOnce.Do(func() {
-		sink, err := gmprom.NewPrometheusSinkFrom(gmprom.PrometheusOpts{})
-		if err != nil {
-			return
-		}
+		sink := newRaftMetrics()
 		conf := gometrics.DefaultConfig("bagkeeper")
 		conf.EnableHostname = false
 		conf.EnableHostnameLabel = false
@@ -40,6 +39,7 @@ func raftMetricsSink() *gmprom.PrometheusSink {
 
 type metrics struct {
 	registry *prometheus.Registry
+	agent    *agent.Metrics
 }
 
 func newMetrics(s *Sidecar) *metrics {
@@ -49,7 +49,51 @@ func newMetrics(s *Sidecar) *metrics {
 		reg.MustRegister(sink)
 	}
 	reg.MustRegister(&stateCollector{n: s.node, ready: s.Ready})
-	return &metrics{registry: reg}
+	reg.MustRegister(&podCollector{app: s.cfg.App, pod: s.cfg.Pod, member: string(s.node.ID()), version: s.cfg.Version, dataDir: s.cfg.DataDir})
+	m := &metrics{registry: reg}
+	if s.cfg.Agent != nil {
+		m.agent = agent.NewMetrics()
+		reg.MustRegister(m.agent.Collectors()...)
+		reg.MustRegister(&agentCollector{s: s})
+	}
+	return m
+}
+
+var (
+	descHooksDue   = prometheus.NewDesc("bagkeeper_hooks_due", "Hooks due for this pod's unit and not run yet: the agent's queue (counted up to 1000).", nil, nil)
+	descUnitLeader = prometheus.NewDesc("bagkeeper_unit_leader", "1 if this pod's unit holds the application's leadership lease.", nil, nil)
+	descHookFailed = prometheus.NewDesc("bagkeeper_unit_hook_failed", "1 while this pod's unit's last hook failed (it is retried with a growing pause; bagkeeper status shows it).", nil, nil)
+)
+
+// agentCollector reads the unit agent's gauges at scrape time.
+type agentCollector struct{ s *Sidecar }
+
+func (c *agentCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descHooksDue
+	ch <- descUnitLeader
+	ch <- descHookFailed
+}
+
+func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
+	var due int
+	var leader, failing bool
+	// s.agent is set while the sidecar starts; started says it is done.
+	if !c.s.started.Load() {
+		return
+	}
+	if ua := c.s.agent; ua != nil && ua.a != nil {
+		due, leader, failing = ua.a.Gauges()
+	}
+	ch <- prometheus.MustNewConstMetric(descHooksDue, prometheus.GaugeValue, float64(due))
+	ch <- prometheus.MustNewConstMetric(descUnitLeader, prometheus.GaugeValue, b2f(leader))
+	ch <- prometheus.MustNewConstMetric(descHookFailed, prometheus.GaugeValue, b2f(failing))
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 var (
@@ -143,5 +187,31 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 		ch <- prometheus.MustNewConstMetric(descUnhealthyMem, prometheus.GaugeValue, float64(bad))
+	}
+}
+
+var (
+	descInfo      = prometheus.NewDesc("bagkeeper_info", "Always 1: the application, pod and raft member of this sidecar, and its version (join on instance for an app label).", []string{"app", "pod", "member", "version"}, nil)
+	descDiskAvail = prometheus.NewDesc("bagkeeper_data_dir_avail_bytes", "Bytes available to this sidecar on the file system of its data dir.", nil, nil)
+	descDiskSize  = prometheus.NewDesc("bagkeeper_data_dir_size_bytes", "Size in bytes of the file system of the data dir.", nil, nil)
+)
+
+// podCollector reports who this sidecar is, and its data dir's room.
+type podCollector struct {
+	app, pod, member, version, dataDir string
+}
+
+func (c *podCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descInfo
+	ch <- descDiskAvail
+	ch <- descDiskSize
+}
+
+func (c *podCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(descInfo, prometheus.GaugeValue, 1, c.app, c.pod, c.member, c.version)
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(c.dataDir, &fs); err == nil {
+		ch <- prometheus.MustNewConstMetric(descDiskAvail, prometheus.GaugeValue, float64(fs.Bavail)*float64(fs.Bsize))
+		ch <- prometheus.MustNewConstMetric(descDiskSize, prometheus.GaugeValue, float64(fs.Blocks)*float64(fs.Bsize))
 	}
 }

@@ -2,17 +2,23 @@ package sidecar
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"go.uber.org/goleak"
+	"go.yaml.in/yaml/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -130,10 +136,22 @@ func TestProbesMetricsAndAdminOfARunningSidecar(t *testing.T) {
 		t.Fatalf("a StatefulSet pod app-0 holds %q, want app/0", s.Unit())
 	}
 	_, metrics := get(t, base+"/metrics")
-	for _, want := range []string{`bagkeeper_units{state="active"} 1`, `bagkeeper_ready 1`, `bagkeeper_raft_state{state="Leader"} 1`, `bagkeeper_members{suffrage="voter"} 1`, "bagkeeper_raft_apply"} {
+	for _, want := range []string{`bagkeeper_units{state="active"} 1`, `bagkeeper_ready 1`, `bagkeeper_raft_state{state="Leader"} 1`, `bagkeeper_members{suffrage="voter"} 1`,
+		"bagkeeper_raft_apply_total", "bagkeeper_raft_commit_time_seconds_bucket", "bagkeeper_raft_fsm_apply_seconds_count"} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
+	}
+	// Prometheus' conventions, as promtool check metrics has them.
+	problems, err := promlint.New(strings.NewReader(metrics)).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("/metrics: %s: %s", p.Metric, p.Text)
+	}
+	if regexp.MustCompile(`(?m)^bagkeeper[a-z0-9_]*[A-Z]`).MatchString(metrics) || strings.Contains(metrics, string(s.node.ID())+"\"") && !strings.Contains(metrics, `peer_id="`) {
+		t.Errorf("/metrics has camelCase names or member ids outside labels")
 	}
 
 	conn, err := grpc.NewClient("unix://"+s.cfg.AdminSocket, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -207,7 +225,10 @@ func TestProbesMetricsAndAdminOfARunningSidecar(t *testing.T) {
 	}
 }
 
-func TestRelationEnsureOnlyOnTheCharmsEndpoints(t *testing.T) {
+// startWithCharm runs a one-member sidecar with a unit agent in this
+// process (hooks run remotely: no runner connects, so none runs).
+func startWithCharm(t *testing.T) *Sidecar {
+	t.Helper()
 	sock, err := os.MkdirTemp("", "bk")
 	if err != nil {
 		t.Fatal(err)
@@ -220,7 +241,7 @@ func TestRelationEnsureOnlyOnTheCharmsEndpoints(t *testing.T) {
 	}
 	s, err := Start(Config{
 		App: "web", Pod: "web-0", DataDir: filepath.Join(t.TempDir(), "data"),
-		Bind: "127.0.0.1:0", Advertise: "127.0.0.1:0", AdminSocket: filepath.Join(sock, "a.sock"), Insecure: true,
+		Bind: "127.0.0.1:0", Advertise: "127.0.0.1:0", HTTPBind: "127.0.0.1:0", AdminSocket: filepath.Join(sock, "a.sock"), Insecure: true,
 		Raft:   raftstore.Config{BootstrapExpect: 1, JoinInterval: 50 * time.Millisecond},
 		Agent:  &AgentSettings{CharmDir: charm, Socket: filepath.Join(sock, "agent.sock"), ToolBinary: os.Args[0], RemoteRunner: true},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
@@ -232,6 +253,11 @@ func TestRelationEnsureOnlyOnTheCharmsEndpoints(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
+	return s
+}
+
+func TestRelationEnsureOnlyOnTheCharmsEndpoints(t *testing.T) {
+	s := startWithCharm(t)
 	conn, err := grpc.NewClient("unix://"+s.cfg.AdminSocket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -250,8 +276,111 @@ func TestRelationEnsureOnlyOnTheCharmsEndpoints(t *testing.T) {
 			t.Errorf("%v: %v, want %q", c.req, err, c.want)
 		}
 	}
+	// The unit agent's metrics, under Prometheus' conventions too (no hook
+	// has run: no runner is connected).
+	waitFor(t, "the agent's metrics", func() error {
+		_, metrics := get(t, "http://"+s.HTTPAddr()+"/metrics")
+		for _, want := range []string{"bagkeeper_hooks_due ", "bagkeeper_unit_leader ", "bagkeeper_unit_hook_failed 0"} {
+			if !strings.Contains(metrics, want) {
+				return fmt.Errorf("/metrics lacks %q", want)
+			}
+		}
+		problems, err := promlint.New(strings.NewReader(metrics)).Lint()
+		if err != nil || len(problems) > 0 {
+			return fmt.Errorf("promlint: %v %v", err, problems)
+		}
+		return nil
+	})
 	waitFor(t, "a relation on a declared endpoint", func() error {
 		_, err := admin.EnsureRelation(context.Background(), &adminpb.EnsureRelationRequest{Endpoint: "db", Interface: "pgsql", RemoteApp: "pg", RemoteEndpoint: "database"})
 		return err
 	})
+}
+
+// TestAlertsAndDashboardNameExportedMetrics: every metric the alert rules
+// and the Grafana dashboard in monitoring/ use is one a sidecar exports.
+func TestAlertsAndDashboardNameExportedMetrics(t *testing.T) {
+	s := startWithCharm(t)
+	exported := map[string]bool{}
+	waitFor(t, "the leader's raft metrics", func() error {
+		_, metrics := get(t, "http://"+s.HTTPAddr()+"/metrics")
+		for _, m := range regexp.MustCompile(`(?m)^# TYPE (\S+) (\S+)$`).FindAllStringSubmatch(metrics, -1) {
+			exported[m[1]] = true
+			if m[2] == "histogram" {
+				for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+					exported[m[1]+suffix] = true
+				}
+			}
+		}
+		if !exported["bagkeeper_raft_commit_time_seconds"] || !exported["bagkeeper_members_unhealthy"] {
+			return errors.New("no commit or no health round yet")
+		}
+		return nil
+	})
+	// The hook metrics have no series before a hook runs: their names come
+	// from their descriptions.
+	ch := make(chan *prometheus.Desc, 16)
+	for _, c := range s.metrics.agent.Collectors() {
+		c.Describe(ch)
+	}
+	close(ch)
+	for d := range ch {
+		name := regexp.MustCompile(`fqName: "([^"]+)"`).FindStringSubmatch(d.String())[1]
+		exported[name] = true
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			exported[name+suffix] = true
+		}
+	}
+	var exprs []string
+	b, err := os.ReadFile("../monitoring/alerts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert, Expr string
+			}
+		}
+	}
+	if err := yaml.Unmarshal(b, &rules); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" || r.Expr == "" {
+				t.Errorf("a rule without alert or expr: %+v", r)
+			}
+			exprs = append(exprs, r.Expr)
+		}
+	}
+	b, err = os.ReadFile("../monitoring/grafana-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(b, &dash); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			exprs = append(exprs, tg.Expr)
+		}
+	}
+	if len(exprs) < 20 {
+		t.Fatalf("only %d expressions found", len(exprs))
+	}
+	names := regexp.MustCompile(`\b(bagkeeper_[a-z0-9_]+|process_[a-z0-9_]+|go_[a-z0-9_]+)\b`)
+	for _, e := range exprs {
+		for _, n := range names.FindAllString(e, -1) {
+			if !exported[n] {
+				t.Errorf("%s is not exported (in %q)", n, strings.TrimSpace(e))
+			}
+		}
+	}
 }

@@ -26,6 +26,7 @@ import (
 type adminFlags struct {
 	socket  string
 	dataDir string
+	config  string
 	timeout time.Duration
 	format  string
 }
@@ -33,6 +34,7 @@ type adminFlags struct {
 func (a *adminFlags) register(fs *cmdFlags, formats string) {
 	fs.StringVar(&a.socket, "admin-socket", "", "Unix socket `path` of the sidecar's admin API (default <data-dir>/admin.sock)")
 	fs.StringVar(&a.dataDir, "data-dir", defaultDataDir, "the sidecar's data `dir`, to find its admin socket")
+	fs.StringVar(&a.config, "config", "", "the sidecar's config `file` (bagkeeper run --config): its admin-socket and data-dir, when not given otherwise")
 	fs.DurationVar(&a.timeout, "timeout", 10*time.Second, "give up after this `long`")
 	if formats != "" {
 		fs.StringVar(&a.format, "format", strings.Split(formats, "|")[0], "output `format`: "+formats)
@@ -243,6 +245,7 @@ func statusJSON(st *adminpb.StatusResponse) map[string]any {
 			"name": u.GetName(), "state": u.GetState(), "member": u.GetMember(), "pod": u.GetPod(),
 			"since": time.Unix(0, u.GetSinceUnixNano()).UTC().Format(time.RFC3339), "reason": u.GetReason(),
 			"workload_status": u.GetWorkloadStatus(), "workload_message": u.GetWorkloadMessage(), "hook_error": u.GetHookError(),
+			"leader": u.GetName() == st.GetLeaderUnit(), "lost": lost(st, u),
 		})
 	}
 	waiting := []map[string]any{}
@@ -272,6 +275,20 @@ func statusJSON(st *adminpb.StatusResponse) map[string]any {
 		"relations_file_error": st.GetRelationsFileError(),
 		"leader_unit":          st.GetLeaderUnit(), "lease_expires": leaseExpires(st),
 	}
+}
+
+// lost says whether an active unit's holder does not answer (or is no
+// member any more): its pod is gone or cut off, and runs no hooks.
+func lost(st *adminpb.StatusResponse, u *adminpb.Unit) bool {
+	if u.GetState() != "active" {
+		return false
+	}
+	for _, m := range st.GetMembers() {
+		if m.GetId() == u.GetMember() {
+			return !m.GetReachable()
+		}
+	}
+	return true
 }
 
 // leaseExpires is when the leadership lease ends unless renewed (RFC 3339),
@@ -342,7 +359,14 @@ func printStatus(w io.Writer, st *adminpb.StatusResponse, now time.Time) {
 		if h := u.GetHookError(); h != "" {
 			workload = "error: hook failed: " + h
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s ago\t%s\t%s\n", u.GetName(), u.GetState(), u.GetMember(), roundDuration(now.Sub(since)), orDash(workload), orDash(u.GetReason()))
+		name, state, reason := u.GetName(), u.GetState(), u.GetReason()
+		if name == st.GetLeaderUnit() {
+			name += "*" // the application leader, as juju status marks it
+		}
+		if lost(st, u) {
+			state, reason = "lost", "its pod's member does not answer"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s ago\t%s\t%s\n", name, state, u.GetMember(), roundDuration(now.Sub(since)), orDash(workload), orDash(reason))
 	}
 	if len(units) == 0 {
 		fmt.Fprintln(tw, "(none)\t\t\t\t\t")

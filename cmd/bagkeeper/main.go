@@ -31,6 +31,7 @@ type env struct {
 	stdout, stderr io.Writer
 	stdin          io.Reader
 	lookupEnv      func(string) (string, bool)
+	environ        func() []string
 }
 
 type command struct {
@@ -57,7 +58,7 @@ func commands() []command {
 }
 
 func main() {
-	e := &env{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin, lookupEnv: os.LookupEnv}
+	e := &env{stdout: os.Stdout, stderr: os.Stderr, stdin: os.Stdin, lookupEnv: os.LookupEnv, environ: os.Environ}
 	os.Exit(runMain(e, os.Args[1:]))
 }
 

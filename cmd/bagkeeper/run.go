@@ -308,6 +308,9 @@ func cmdRun(e *env, args []string) error {
 	if len(rest) > 0 {
 		return usageErrorf("unexpected arguments %q", rest)
 	}
+	if err := checkEnvNames(e, f.fs.FlagSet); err != nil {
+		return err
+	}
 	logger, err := newLogger(e, f.logLevel, f.logFormat)
 	if err != nil {
 		return err

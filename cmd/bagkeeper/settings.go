@@ -31,6 +31,74 @@ func envName(name string) string {
 	return "BAGKEEPER_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
+// otherSettings are the flags of bagkeeper's commands other than run. A
+// pod's environment may set them for the admin commands run in it (a test
+// keeps the list complete).
+var otherSettings = []string{
+	"admin-socket", "data-dir", "config", "timeout", "format", "url", "check", "relation", "stale", "app",
+	"endpoint", "interface", "peer", "remote-app", "remote-endpoint", "force",
+	"background", "params", "wait", "unit", "show", "plan", "at-next-start", "survivors", "plan-digest",
+	"agent-socket", "charm-dir", "hook-tool", "log-level", "name", "tools-dir", "to", "charm", "charm-to",
+}
+
+// checkEnvNames refuses a BAGKEEPER_ variable that sets nothing, as the
+// config file refuses an unknown key: a misspelt setting must not be
+// silently ignored.
+func checkEnvNames(e *env, fs *flag.FlagSet) error {
+	if e.environ == nil {
+		return nil
+	}
+	known := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) { known[envName(f.Name)] = true })
+	for _, n := range otherSettings {
+		known[envName(n)] = true
+	}
+	var errs []error
+	for _, kv := range e.environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, "BAGKEEPER_") || known[name] {
+			continue
+		}
+		msg := fmt.Sprintf("environment variable %s sets nothing: no setting is named so", name)
+		if near := nearest(name, known); near != "" {
+			msg += fmt.Sprintf(" (did you mean %s?)", near)
+		}
+		errs = append(errs, usageErrorf("%s", msg))
+	}
+	return errors.Join(errs...)
+}
+
+// nearest returns the name in names closest to s, if it is close.
+func nearest(s string, names map[string]bool) string {
+	best, bestD := "", 4
+	for n := range names {
+		if d := editDistance(s, n); d < bestD || d == bestD && n < best {
+			best, bestD = n, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
 // loadSettings parses args into fs, then fills the flags not given from
 // the environment and the config file. It returns the positional args.
 func loadSettings(fs *flag.FlagSet, args []string, lookupEnv func(string) (string, bool)) ([]string, error) {
@@ -105,6 +173,12 @@ func applyConfigFile(fs *flag.FlagSet, path string, given map[string]bool) error
 	for _, k := range keys {
 		f := fs.Lookup(k)
 		if f == nil || k == "config" {
+			if fs.Name() != "run" {
+				// The sidecar's file, read by an admin command for where
+				// the sidecar is (data-dir, admin-socket): the rest is
+				// the sidecar's business.
+				continue
+			}
 			return usageErrorf("config file %s: unknown setting %q (settings are the flag names of %q; see --help)", path, k, fs.Name())
 		}
 		if given[k] {

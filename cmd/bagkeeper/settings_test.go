@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,12 @@ func testEnv(vars map[string]string) (*env, *bytes.Buffer, *bytes.Buffer) {
 	return &env{stdout: &out, stderr: &errb, stdin: strings.NewReader(""), lookupEnv: func(k string) (string, bool) {
 		v, ok := vars[k]
 		return v, ok
+	}, environ: func() []string {
+		var kv []string
+		for k, v := range vars {
+			kv = append(kv, k+"="+v)
+		}
+		return kv
 	}}, &out, &errb
 }
 
@@ -172,6 +179,72 @@ func TestBadSecretsKeyFileExitsWithStatus1(t *testing.T) {
 		}
 		if _, err := os.Stat(dataDir); err == nil {
 			t.Fatal("the data dir was created")
+		}
+	}
+}
+
+func TestAMisspeltEnvironmentVariableIsRefused(t *testing.T) {
+	e, _, errb := testEnv(map[string]string{"BAGKEEPER_APP": "web", "BAGKEEPER_UNIT_TAKOVER_AFTER": "1m", "BAGKEEPER_FORMAT": "json"})
+	code := runMain(e, []string{"run", "--data-dir", t.TempDir(), "--insecure", "--bind", "127.0.0.1:0"})
+	want := "environment variable BAGKEEPER_UNIT_TAKOVER_AFTER sets nothing: no setting is named so (did you mean BAGKEEPER_UNIT_TAKEOVER_AFTER?)"
+	if code != 2 || !strings.Contains(errb.String(), want) {
+		t.Fatalf("exit %d, stderr %q; want 2 and %q", code, errb, want)
+	}
+}
+
+// TestOtherSettingsListsEveryFlag keeps otherSettings complete: every flag
+// of every command but run, as their --help lists them.
+func TestOtherSettingsListsEveryFlag(t *testing.T) {
+	known := map[string]bool{}
+	for _, n := range otherSettings {
+		known[n] = true
+	}
+	paths := [][]string{{"status"}, {"bags"}, {"bags", "set"}, {"relation", "ensure"}, {"unit", "remove"},
+		{"actions", "run"}, {"actions", "show"}, {"actions", "list"}, {"member", "remove"}, {"recover"},
+		{"hook-runner"}, {"install-tools"}, {"install"}}
+	seen := map[string]bool{}
+	for _, p := range paths {
+		seen[p[0]] = true
+		e, out, _ := testEnv(nil)
+		runMain(e, append(p, "--help"))
+		flags := regexp.MustCompile(`(?m)^  --([a-z0-9-]+)`).FindAllStringSubmatch(out.String(), -1)
+		if len(flags) == 0 {
+			t.Errorf("%v --help lists no flags:\n%s", p, out)
+		}
+		for _, f := range flags {
+			if !known[f[1]] {
+				t.Errorf("%v has --%s, which otherSettings lacks", p, f[1])
+			}
+		}
+	}
+	for _, c := range commands() {
+		if !seen[c.name] && c.name != "run" && c.name != "version" {
+			t.Errorf("command %s is not checked here", c.name)
+		}
+	}
+}
+
+// TestAdminCommandsFindTheSocketThroughTheSidecarsConfig: a pod whose
+// sidecar runs with --config (the file, or BAGKEEPER_CONFIG) is reached by
+// its admin commands through the same file; its other settings are the
+// sidecar's and do not trouble them.
+func TestAdminCommandsFindTheSocketThroughTheSidecarsConfig(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(t.TempDir(), "bagkeeper.yaml")
+	if err := os.WriteFile(cfg, []byte("app: web\nvoters: 3\ndata-dir: "+dir+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := "no sidecar answers at " + filepath.Join(dir, "admin.sock")
+	for _, c := range []struct {
+		vars map[string]string
+		args []string
+	}{
+		{nil, []string{"status", "--config", cfg, "--timeout", "2s"}},
+		{map[string]string{"BAGKEEPER_CONFIG": cfg}, []string{"bags", "--timeout", "2s"}},
+	} {
+		e, _, errb := testEnv(c.vars)
+		if code := runMain(e, c.args); code != 1 || !strings.Contains(errb.String(), want) {
+			t.Errorf("%v %v: exit %d, stderr %q; want %q", c.vars, c.args, code, errb, want)
 		}
 	}
 }

@@ -97,6 +97,46 @@ func TestStatusShowsRelationsBetweenApplications(t *testing.T) {
 	}
 }
 
+func TestStatusMarksTheLeaderAndLostUnits(t *testing.T) {
+	now := time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
+	st := &adminpb.StatusResponse{
+		App: "web", Self: "web-0/a", Unit: "web/0", LeaderUnit: "web/1",
+		Members: []*adminpb.Member{
+			{Id: "web-0/a", Suffrage: "Voter", Reachable: true, RaftState: "Leader", Leader: true},
+			{Id: "web-1/b", Suffrage: "Voter", Reachable: true, RaftState: "Follower"},
+			{Id: "web-2/c", Suffrage: "Voter", Error: "connection refused"},
+		},
+		Units: []*adminpb.Unit{
+			{Name: "web/0", State: "active", Member: "web-0/a", SinceUnixNano: now.Add(-time.Minute).UnixNano()},
+			{Name: "web/1", State: "active", Member: "web-1/b", SinceUnixNano: now.Add(-time.Minute).UnixNano()},
+			{Name: "web/2", State: "active", Member: "web-2/c", SinceUnixNano: now.Add(-time.Minute).UnixNano()},
+			{Name: "web/3", State: "active", Member: "web-3/gone", SinceUnixNano: now.Add(-time.Minute).UnixNano()},
+			{Name: "web/4", State: "released", Member: "web-4/d", Reason: "pod stopped", SinceUnixNano: now.Add(-time.Minute).UnixNano()},
+		},
+	}
+	var b strings.Builder
+	printStatus(&b, st, now)
+	out := b.String()
+	for _, want := range []string{
+		"web/0   active    web-0/a",
+		"web/1*  active    web-1/b",
+		"web/2   lost      web-2/c",
+		"web/3   lost      web-3/gone",
+		"web/4   released  web-4/d",
+		"its pod's member does not answer",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status table lacks %q:\n%s", want, out)
+		}
+	}
+	units := statusJSON(st)["units"].([]map[string]any)
+	for i, want := range []struct{ leader, lost bool }{{false, false}, {true, false}, {false, true}, {false, true}, {false, false}} {
+		if units[i]["leader"] != want.leader || units[i]["lost"] != want.lost || units[i]["state"] != st.Units[i].State {
+			t.Errorf("JSON unit %d: %v, want leader %v lost %v", i, units[i], want.leader, want.lost)
+		}
+	}
+}
+
 func TestStatusOverHTTPAndCheck(t *testing.T) {
 	healthy := &adminpb.StatusResponse{App: "web", Self: "a", Leader: "a", Members: []*adminpb.Member{
 		{Id: "a", Address: "web-0:7400", Suffrage: "Voter", Reachable: true, Leader: true},

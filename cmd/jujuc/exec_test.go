@@ -93,6 +93,11 @@ func TestBinaryDispatchesOnItsName(t *testing.T) {
 
 	delete(env, "JUJU_CONTEXT_ID")
 	wantResult(t, execTool(t, toolLink(t, bin, "is-leader"), wd, env, ""), result{1, "", "ERROR JUJU_CONTEXT_ID not set\n"})
+	// --help outside a hook still answers, and exits 0.
+	got = execTool(t, toolLink(t, bin, "relation-get"), wd, env, "", "--help")
+	if got.code != 0 || !strings.HasPrefix(got.stdout, "Usage: relation-get") || got.stderr != "" {
+		t.Errorf("relation-get --help outside a hook: got exit %d stdout %q stderr %q", got.code, got.stdout, got.stderr)
+	}
 
 	got = execTool(t, bin, wd, nil, "")
 	if got.code != 2 || got.stdout != "" || !strings.HasPrefix(got.stderr, "Usage: jujuc TOOL") {

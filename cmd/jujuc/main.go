@@ -116,6 +116,12 @@ func (c *client) main(args []string) int {
 
 	ctxID := c.getenv("JUJU_CONTEXT_ID")
 	if ctxID == "" {
+		// A tool's usage comes from the unit agent; outside a hook there
+		// is none to ask, but --help still answers, and exits 0.
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			io.WriteString(c.stdout, "Usage: "+name+" [options] ...\n\n"+name+" is a Juju hook tool: it runs in a hook, where the unit agent\nanswers it (and prints its full usage for --help). Outside a hook there\nis no agent to ask; see docs/charms.md for every tool's options.\n")
+			return 0
+		}
 		return c.fail("JUJU_CONTEXT_ID not set")
 	}
 	dir, err := os.Getwd()
