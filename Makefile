@@ -87,12 +87,21 @@ demo: build
 ## bench: side-by-side benchmarks with etcd (needs Debian's etcd-server), then
 ## relation-get exec'd from a shell against a hello-world binary, secret-get
 ## against a real agent likewise, then the cost of the log entries'
-## checksums; prints the tables for BENCHMARKS.md
+## checksums; then, where a Docker daemon answers, the pods of the chart
+## as containers (bench-pods); prints the tables for BENCHMARKS.md
 bench:
 	$(GO) run ./test/bench
 	$(GO) test -run '^$$' -bench Startup -benchtime 500x ./cmd/jujuc
 	$(GO) test -run '^$$' -bench SecretGet -benchtime 500x ./agent
 	$(GO) test -run '^$$' -bench Entry -benchmem ./test/bench
+	@if docker info >/dev/null 2>&1; then $(MAKE) bench-pods; else echo "bench-pods SKIPPED: no Docker daemon"; fi
+
+## bench-pods: the image's size, an idle sidecar's memory and CPU in a
+## container with the chart's limits, and a wiped pod's time to ready with
+## every bag, with TLS and with a join token
+.PHONY: bench-pods
+bench-pods: image
+	$(GO) test -count=1 -v -run TestPodsBench ./test/pods/ -pods.bench
 
 ## soak: long runs: the fault runs of SOAK_DURATION (default 10m) each, then
 ## the memory soak of SOAK_MEMORY_DURATION (default 30m); a failing fault run
