@@ -57,11 +57,13 @@ pods-test: image
 ## test: every test, with the race detector: unit and in-process cluster
 ## tests, then the process-level e2e suite on its own (its raft processes
 ## need the machine to themselves); the tests that skip themselves under the
-## race detector (too slow with it) run once more without it
-test: vet chart-test
+## race detector (too slow with it) run once more without it; then the
+## Helm charts' tests (chart-test)
+test: vet
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v -e /test/e2e -e /test/pods)
 	$(GO) test -count=1 -run 'TestLargestReply' ./agent/
 	$(GO) test -race -count=1 -timeout 20m ./test/e2e/
+	$(MAKE) chart-test
 
 vet:
 	$(GO) vet ./...
