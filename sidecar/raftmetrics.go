@@ -104,13 +104,11 @@ func snake(s string) string {
 	return b.String()
 }
 
-func labelName(s string) string { return snake(s) }
-
 func (m *raftMetrics) get(kind seriesKind, name, help string, labels []gometrics.Label, buckets []float64) *raftSeries {
 	names := make([]string, 0, len(labels))
 	byName := make(map[string]string, len(labels))
 	for _, l := range labels {
-		n := labelName(l.Name)
+		n := snake(l.Name)
 		if _, dup := byName[n]; !dup {
 			names = append(names, n)
 		}
