@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/bagkeeper/bagkeeper/agent/toolpb"
 )
@@ -118,6 +120,11 @@ func RunHookRunner(ctx context.Context, cfg HookRunnerConfig) error {
 // runHooks runs the hooks the agent sends until the stream ends; connected
 // says whether it reached the agent at all.
 func runHooks(ctx context.Context, client toolpb.HookRunnerClient, runner LocalRunner, cfg HookRunnerConfig) (connected bool, err error) {
+	// The stream ends with this call: an abandoned stream would keep the
+	// agent's side attached, refusing the next one and queueing hooks to
+	// a runner that no longer reads them.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	stream, err := client.Hooks(ctx, &toolpb.RunnerHello{Name: cfg.Name})
 	if err != nil {
 		return false, err
@@ -134,6 +141,9 @@ func runHooks(ctx context.Context, client toolpb.HookRunnerClient, runner LocalR
 			return true, err
 		}
 		env := h.GetEnv()
+		if env == nil {
+			env = map[string]string{}
+		}
 		// Paths as this container sees them.
 		env["JUJU_CHARM_DIR"], env["CHARM_DIR"] = cfg.CharmDir, cfg.CharmDir
 		env["JUJU_AGENT_SOCKET_ADDRESS"] = cfg.Socket
@@ -145,7 +155,13 @@ func runHooks(ctx context.Context, client toolpb.HookRunnerClient, runner LocalR
 		dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_, err = client.Done(dctx, out)
 		cancel()
-		if err != nil && !errors.Is(err, context.Canceled) {
+		switch {
+		case err == nil, errors.Is(err, context.Canceled):
+		case status.Code(err) == codes.FailedPrecondition:
+			// The agent stopped waiting for this hook (it is stopping, or
+			// gave up on it); it is still connected and may send more.
+			cfg.Logger.Info("the agent no longer waits for this hook's result", "hook", h.GetHook(), "err", status.Convert(err).Message())
+		default:
 			return true, fmt.Errorf("reporting hook %s: %w", h.GetHook(), err)
 		}
 	}
