@@ -49,6 +49,10 @@ type cluster struct {
 	// secretOverride replaces a Secret's content for one pod (a pod given
 	// another CA's certificate).
 	secretOverride map[string]map[string]map[string][]byte
+	// stoppedLogs keeps the last lines of every container of an
+	// incarnation that was stopped and removed: a failure may be explained
+	// by what a pod did on its way out.
+	stoppedLogs []string
 }
 
 // pod is one pod name; its incarnations come and go.
@@ -108,6 +112,12 @@ func (c *cluster) cleanup() {
 	}
 	c.mu.Unlock()
 	if c.t.Failed() {
+		c.mu.Lock()
+		stopped := c.stoppedLogs
+		c.mu.Unlock()
+		for _, l := range stopped {
+			c.t.Log(l)
+		}
 		for _, p := range pods {
 			p.dumpLogs()
 		}
@@ -848,6 +858,9 @@ func (p *pod) stop() {
 		if !ok {
 			return
 		}
+		defer func(start time.Time) {
+			c.t.Logf("pod %s: %s stopped in %v", p.name, ct.Name, time.Since(start).Round(time.Millisecond))
+		}(time.Now())
 		if ct.Lifecycle != nil && ct.Lifecycle.PreStop != nil {
 			pctx, pcancel := context.WithDeadline(ctx, deadline)
 			switch ps := ct.Lifecycle.PreStop; {
@@ -882,6 +895,7 @@ func (p *pod) stop() {
 			stopOne(ct)
 		}
 	}
+	p.keepLogsLocked(ctx)
 	p.removeLocked(ctx)
 }
 
@@ -902,6 +916,18 @@ func (p *pod) removeLocked(ctx context.Context) {
 		}
 	}
 	p.running = false
+}
+
+// keepLogsLocked keeps the tail of every container of the stopped
+// incarnation, printed if the test fails (its containers are removed).
+func (p *pod) keepLogsLocked(ctx context.Context) {
+	out, _ := docker(ctx, "ps", "-a", "--format", "{{.Names}}", "--filter", "label=bagkeeper-pods-pod="+p.name, "--filter", "label=bagkeeper-pods-test="+p.c.id)
+	for _, name := range strings.Fields(out) {
+		b, _ := exec.CommandContext(ctx, "docker", "logs", "--tail", "60", name).CombinedOutput()
+		p.c.mu.Lock()
+		p.c.stoppedLogs = append(p.c.stoppedLogs, fmt.Sprintf("=== %s, stopped (last 60 lines)\n%s", name, b))
+		p.c.mu.Unlock()
+	}
 }
 
 // dumpLogs prints the tail of every container of the pod's incarnation.

@@ -192,6 +192,11 @@ func (a *app) runningPods() []*pod {
 // unit active (the demo charm's config-changed sets it).
 func (a *app) settle(what string) {
 	a.t.Helper()
+	defer func(start time.Time) {
+		if d := time.Since(start); d > 10*time.Second {
+			a.t.Logf("%s: settled in %v", what, d.Round(time.Millisecond))
+		}
+	}(time.Now())
 	waitFor(a.t, what, readyTimeout, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
