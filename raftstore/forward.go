@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/bagkeeper/bagkeeper/raftstore/peerpb"
+	"github.com/bagkeeper/bagkeeper/raftstore/transport"
 )
 
 // Every call that must run on the raft leader — a command, a join, a
@@ -303,14 +304,33 @@ func (n *Node) leaderChanged() <-chan struct{} { return n.leaders.next() }
 
 // watchLeader turns raft's leader and state observations into leaderWatch
 // signals until ctx ends.
+//
+// Each change of leader is logged once, at INFO, on every member: with
+// the members' logs side by side an operator sees who led when.
 func (n *Node) watchLeader(ctx context.Context, obs <-chan raft.Observation) {
+	var last raft.ServerID
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case o := <-obs:
-			switch o.Data.(type) {
-			case raft.LeaderObservation, raft.RaftState:
+			switch d := o.Data.(type) {
+			case raft.LeaderObservation:
+				n.leaders.changed()
+				if d.LeaderID == last {
+					continue
+				}
+				switch {
+				case d.LeaderID == "":
+					n.log.Info("raft leader lost; an election follows", "previous", string(last))
+				case d.LeaderID == n.id:
+					n.log.Info("raft leader changed: this member leads", "leader", string(d.LeaderID), "previous", string(last))
+				default:
+					addr, _ := transport.SplitMemberAddress(d.LeaderAddr)
+					n.log.Info("raft leader changed", "leader", string(d.LeaderID), "address", addr, "previous", string(last))
+				}
+				last = d.LeaderID
+			case raft.RaftState:
 				n.leaders.changed()
 			}
 		}

@@ -49,6 +49,15 @@ var closedConnMessages = []string{
 	"failed to accept connection",
 }
 
+// bookkeepingMessages are what raft logs at WARN while a member joins or
+// catches up (a new pod's empty log, a member not yet in a configuration):
+// routine in a group whose pods come and go, so debug.
+var bookkeepingMessages = []string{
+	"appendEntries rejected, sending older logs",
+	"failed to get previous log",
+	"no known peers, aborting election",
+}
+
 type routineEntry struct {
 	logged   time.Time
 	repeated int
@@ -93,6 +102,11 @@ func classify(level hclog.Level, msg string, args []any) (hclog.Level, string) {
 	for _, m := range routineMessages {
 		if msg == m {
 			return hclog.Warn, m + " " + peerOf(args)
+		}
+	}
+	for _, m := range bookkeepingMessages {
+		if msg == m && level == hclog.Warn {
+			return hclog.Debug, ""
 		}
 	}
 	for _, m := range closedConnMessages {

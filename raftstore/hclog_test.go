@@ -64,6 +64,13 @@ func TestRoutineRaftErrorsAreWarningsAndRateLimited(t *testing.T) {
 	if len(got) != 4 || got[0]["level"] != "ERROR" || got[1]["level"] != "WARN" || got[2]["msg"] != "failed to contact quorum of nodes, stepping down" || got[3]["level"] != "ERROR" {
 		t.Fatalf("non-routine messages: %v", got)
 	}
+	// A new member catching up: bookkeeping, not a warning.
+	a.Warn("appendEntries rejected, sending older logs", "peer", "web-2:7400", "next", 3)
+	a.Warn("failed to get previous log", "previous-index", 115, "last-index", 0, "error", "log not found")
+	a.Warn("no known peers, aborting election")
+	if got := lines(); len(got) != 0 {
+		t.Fatalf("a member catching up logged %v", got)
+	}
 	if lv, _ := classify(hclog.Info, "failed to heartbeat to", nil); lv != hclog.Info {
 		t.Fatalf("an info message was reclassified as %v", lv)
 	}

@@ -75,6 +75,7 @@ func (s *Sidecar) claimLoop(ctx context.Context) {
 func (s *Sidecar) claim(ctx context.Context, id string, ordinal int64) bool {
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
+	before := s.node.State()
 	res, err := s.node.Apply(cctx, state.NewCommand(state.ClaimUnitOp(id, s.cfg.Pod, ordinal, uint32(s.cfg.Units))))
 	if err != nil {
 		if ctx.Err() == nil {
@@ -97,9 +98,31 @@ func (s *Sidecar) claim(ctx context.Context, id string, ordinal int64) bool {
 	if prev != "" && prev != name {
 		s.log.Warn("this pod now holds another unit", "unit", name, "previous", prev)
 	} else {
-		s.log.Info("unit claimed", "unit", name)
+		msg, args := claimedLog(before, name, id, s.cfg.Pod)
+		s.log.Info(msg, args...)
 	}
 	return true
+}
+
+// claimedLog says what a claim of unit by member id of pod did, from the
+// state before it: a new unit, a unit a predecessor released or held (a
+// pod replaced: it resumes with its bags), or one taken over.
+func claimedLog(before *state.State, unit, id, pod string) (string, []any) {
+	u, ok := before.Unit(unit)
+	switch {
+	case !ok:
+		return "unit claimed: a new unit, installed from scratch", []any{"unit", unit}
+	case u.Member == id:
+		return "unit claimed", []any{"unit", unit}
+	case u.State == state.UnitActive && u.Pod == pod:
+		// A new incarnation of the same pod (a StatefulSet pod replaced
+		// on an empty disk) supersedes the one that held the unit.
+		return "unit claimed: resumed with its relation data and state", []any{"unit", unit, "previous_member", u.Member, "previous_pod", u.Pod, "released", "no: superseded by this incarnation of the pod"}
+	case u.State == state.UnitActive:
+		return "unit claimed: taken over from a holder unreachable too long", []any{"unit", unit, "previous_member", u.Member, "previous_pod", u.Pod}
+	default:
+		return "unit claimed: resumed with its relation data and state", []any{"unit", unit, "previous_member", u.Member, "previous_pod", u.Pod, "released", u.Reason}
+	}
 }
 
 // takenOver reports whether unit is held by a member other than id.
