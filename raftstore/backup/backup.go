@@ -334,10 +334,18 @@ func writeFile(path string, overwrite bool, write func(io.Writer) ([sumSize]byte
 	} else {
 		// A link fails if path appeared meanwhile: never replace a file
 		// without --force.
-		if err = os.Link(tmp, path); err == nil {
+		switch err = os.Link(tmp, path); {
+		case err == nil:
 			err = os.Remove(tmp)
-		} else if errors.Is(err, os.ErrExist) {
+		case errors.Is(err, os.ErrExist):
 			err = &Exists{Path: path}
+		default:
+			// A file system without hard links: check, then rename.
+			if _, serr := os.Lstat(path); serr == nil {
+				err = &Exists{Path: path}
+			} else {
+				err = os.Rename(tmp, path)
+			}
 		}
 	}
 	if err != nil {
