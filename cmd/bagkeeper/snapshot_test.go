@@ -1,16 +1,21 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/bagkeeper/bagkeeper/raftstore"
 	"github.com/bagkeeper/bagkeeper/raftstore/backup"
 	"github.com/bagkeeper/bagkeeper/raftstore/state"
 	"github.com/bagkeeper/bagkeeper/raftstore/state/statetest"
+	"github.com/bagkeeper/bagkeeper/sidecar/adminpb"
 )
 
 func snapshotFile(t *testing.T) string {
@@ -120,5 +125,57 @@ func TestSnapshotRestoreRefusesAUsedDirAnotherAppAndADamagedFile(t *testing.T) {
 	}
 	if st.CharmState("web/0").Value("token") != "t" {
 		t.Fatal("the staged state lost the charm state")
+	}
+}
+
+// TestSnapshotSaveReassemblesAStreamOfManyPieces: a large file arrives in
+// pieces of 1 MiB; what save writes is the file, byte for byte, and it
+// reports the bytes written on stderr.
+func TestSnapshotSaveReassemblesAStreamOfManyPieces(t *testing.T) {
+	s := statetest.New(t, "web")
+	s.Must(state.EnsureRelationOp("replicas", "web-peers", true, "", ""))
+	for i := range 12 {
+		s.Must(state.ClaimUnitOp(fmt.Sprintf("web-%d/x", i), fmt.Sprintf("web-%d", i), int64(i), 12))
+		s.Must(state.UpdateBagOp(0, fmt.Sprintf("web/%d", i), map[string]string{"blob": strings.Repeat(fmt.Sprint(i%10), 500<<10)}))
+	}
+	snap, err := backup.New(backup.Header{}, s.State())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file bytes.Buffer
+	if _, _, err := snap.Write(&file); err != nil {
+		t.Fatal(err)
+	}
+	whole := file.Bytes()
+	if len(whole) < snapshotProgressFrom {
+		t.Fatalf("the file has only %d bytes", len(whole))
+	}
+	var pieces []*adminpb.SnapshotChunk
+	for rest := whole; len(rest) > 0; {
+		n := min(len(rest), 1<<20)
+		pieces = append(pieces, &adminpb.SnapshotChunk{Data: rest[:n]})
+		rest = rest[n:]
+	}
+	var stderr bytes.Buffer
+	r := &chunkReader{buf: pieces[0].GetData(), total: int64(len(whole)), stderr: &stderr, last: time.Now()}
+	i := 1
+	r.next = func() (*adminpb.SnapshotChunk, error) {
+		if i == len(pieces) {
+			return nil, io.EOF
+		}
+		i++
+		return pieces[i-1], nil
+	}
+	path := filepath.Join(t.TempDir(), "big.snap")
+	if _, _, err := backup.WriteStream(path, r, false); err != nil {
+		t.Fatal(err)
+	}
+	r.report(true)
+	got, _ := os.ReadFile(path)
+	if !bytes.Equal(got, whole) {
+		t.Fatalf("wrote %d bytes, not the %d of the stream", len(got), len(whole))
+	}
+	if want := fmt.Sprintf("%d of %d bytes written (100%%)", len(whole), len(whole)); !strings.Contains(stderr.String(), want) {
+		t.Fatalf("stderr %q does not say %q", stderr.String(), want)
 	}
 }
