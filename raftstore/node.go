@@ -324,6 +324,9 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.logs = logs
+	if err := n.applyStagedRestore(logs, snaps); err != nil {
+		return nil, err
+	}
 	hasState, err := raft.HasExistingState(logs, n.bolt, snaps)
 	if err != nil {
 		return nil, fmt.Errorf("raft store %s cannot be read (%v): if it is damaged, move the data dir away and restart", boltPath, err)

@@ -89,6 +89,8 @@ type adminServer struct {
 	// charm is the pod's charm (nil without a unit agent): relations are
 	// made only on its endpoints.
 	charm *agent.Charm
+	// version is this bagkeeper's, recorded in the snapshots it saves.
+	version string
 }
 
 func streamStatus(ls link.RelationStatus) *adminpb.RelationStream {
@@ -96,7 +98,7 @@ func streamStatus(ls link.RelationStatus) *adminpb.RelationStream {
 }
 
 func (s *Sidecar) newAdminServer() *adminServer {
-	a := &adminServer{n: s.node, unit: s.Unit, ready: s.Ready, log: s.log}
+	a := &adminServer{n: s.node, unit: s.Unit, ready: s.Ready, log: s.log, version: s.cfg.Version}
 	if s.cfg.Agent != nil {
 		if ch, err := agent.LoadCharm(s.cfg.Agent.CharmDir); err == nil {
 			a.charm, a.actions = ch, ch.Actions

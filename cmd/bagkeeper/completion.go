@@ -24,6 +24,7 @@ var subcommands = map[string][]string{
 	"actions":  {"run", "show", "list"},
 	"member":   {"remove"},
 	"leader":   {"transfer"},
+	"snapshot": {"save", "status", "verify", "restore"},
 }
 
 func cmdCompletion(e *env, args []string) error {

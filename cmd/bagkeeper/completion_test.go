@@ -50,6 +50,9 @@ func TestCompletionScriptsComplete(t *testing.T) {
 		{[]string{"bagkeeper", "bags", "s"}, "set"},
 		{[]string{"bagkeeper", "bags", "--rel"}, "--relation"},
 		{[]string{"bagkeeper", "run", "--unit-t"}, "--unit-takeover-after"},
+		{[]string{"bagkeeper", "snapshot", ""}, "save status verify restore"},
+		{[]string{"bagkeeper", "snapshot", "save", "--f"}, "--force --format"},
+		{[]string{"bagkeeper", "snapshot", "restore", "--"}, "--app --data-dir"},
 		{[]string{"bagkeeper", "status", "--"}, "--admin-socket --check --config --data-dir --format --timeout --url"},
 	} {
 		if got := complete(c.words...); got != c.want {

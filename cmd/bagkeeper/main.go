@@ -12,6 +12,7 @@
 //	bagkeeper hook-runner    run hooks in another container of the pod
 //	bagkeeper install-tools  link the hook tools into a directory
 //	bagkeeper install        copy the binaries and the charm into a pod's shared volumes
+//	bagkeeper snapshot       save, check and restore backups of the replicated state
 //	bagkeeper completion     print a bash or zsh completion script
 //	bagkeeper version        print the version
 package main
@@ -56,6 +57,7 @@ func commands() []command {
 		{"hook-runner", "run the charm's hooks in this container for the pod's unit agent", cmdHookRunner},
 		{"install-tools", "link the Juju hook tools into a directory", cmdInstallTools},
 		{"install", "copy the binaries and the charm into a pod's shared volumes (init containers)", cmdInstall},
+		{"snapshot", "snapshot save|status|restore: back up the replicated state, check a backup, restore it into a new group", cmdSnapshot},
 		{"completion", "completion bash|zsh: a shell completion script", cmdCompletion},
 		{"version", "print the version", func(e *env, _ []string) error { fmt.Fprintln(e.stdout, "bagkeeper", version); return nil }},
 	}

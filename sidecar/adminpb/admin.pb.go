@@ -2429,6 +2429,113 @@ func (x *RemoveRelationResponse) GetIndex() uint64 {
 	return 0
 }
 
+type SaveSnapshotRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SaveSnapshotRequest) Reset() {
+	*x = SaveSnapshotRequest{}
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SaveSnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SaveSnapshotRequest) ProtoMessage() {}
+
+func (x *SaveSnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SaveSnapshotRequest.ProtoReflect.Descriptor instead.
+func (*SaveSnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{35}
+}
+
+type SnapshotChunk struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// In the first message only: the size of the whole file in bytes, and
+	// the raft index and cluster id of the state it holds.
+	Size      int64  `protobuf:"varint,1,opt,name=size,proto3" json:"size,omitempty"`
+	Index     uint64 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	ClusterId string `protobuf:"bytes,3,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// The next bytes of the file.
+	Data          []byte `protobuf:"bytes,4,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotChunk) Reset() {
+	*x = SnapshotChunk{}
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotChunk) ProtoMessage() {}
+
+func (x *SnapshotChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotChunk.ProtoReflect.Descriptor instead.
+func (*SnapshotChunk) Descriptor() ([]byte, []int) {
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *SnapshotChunk) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *SnapshotChunk) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *SnapshotChunk) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *SnapshotChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 var File_sidecar_adminpb_admin_proto protoreflect.FileDescriptor
 
 const file_sidecar_adminpb_admin_proto_rawDesc = "" +
@@ -2637,7 +2744,15 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"relationId\x12\x1a\n" +
 	"\bendpoint\x18\x02 \x01(\tR\bendpoint\".\n" +
 	"\x16RemoveRelationResponse\x12\x14\n" +
-	"\x05index\x18\x01 \x01(\x04R\x05index2\xda\t\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\"\x15\n" +
+	"\x13SaveSnapshotRequest\"l\n" +
+	"\rSnapshotChunk\x12\x12\n" +
+	"\x04size\x18\x01 \x01(\x03R\x04size\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x03 \x01(\tR\tclusterId\x12\x12\n" +
+	"\x04data\x18\x04 \x01(\fR\x04data2\xb8\n" +
+	"\n" +
 	"\x05Admin\x12O\n" +
 	"\x06Status\x12!.bagkeeper.admin.v1.StatusRequest\x1a\".bagkeeper.admin.v1.StatusResponse\x12R\n" +
 	"\aGetBags\x12\".bagkeeper.admin.v1.GetBagsRequest\x1a#.bagkeeper.admin.v1.GetBagsResponse\x12O\n" +
@@ -2652,7 +2767,8 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"\tGetAction\x12$.bagkeeper.admin.v1.GetActionRequest\x1a\x1a.bagkeeper.admin.v1.Action\x12^\n" +
 	"\vListActions\x12&.bagkeeper.admin.v1.ListActionsRequest\x1a'.bagkeeper.admin.v1.ListActionsResponse\x12s\n" +
 	"\x12TransferLeadership\x12-.bagkeeper.admin.v1.TransferLeadershipRequest\x1a..bagkeeper.admin.v1.TransferLeadershipResponse\x12g\n" +
-	"\x0eRemoveRelation\x12).bagkeeper.admin.v1.RemoveRelationRequest\x1a*.bagkeeper.admin.v1.RemoveRelationResponseB0Z.github.com/bagkeeper/bagkeeper/sidecar/adminpbb\x06proto3"
+	"\x0eRemoveRelation\x12).bagkeeper.admin.v1.RemoveRelationRequest\x1a*.bagkeeper.admin.v1.RemoveRelationResponse\x12\\\n" +
+	"\fSaveSnapshot\x12'.bagkeeper.admin.v1.SaveSnapshotRequest\x1a!.bagkeeper.admin.v1.SnapshotChunk0\x01B0Z.github.com/bagkeeper/bagkeeper/sidecar/adminpbb\x06proto3"
 
 var (
 	file_sidecar_adminpb_admin_proto_rawDescOnce sync.Once
@@ -2666,7 +2782,7 @@ func file_sidecar_adminpb_admin_proto_rawDescGZIP() []byte {
 	return file_sidecar_adminpb_admin_proto_rawDescData
 }
 
-var file_sidecar_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_sidecar_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_sidecar_adminpb_admin_proto_goTypes = []any{
 	(*StatusRequest)(nil),              // 0: bagkeeper.admin.v1.StatusRequest
 	(*Member)(nil),                     // 1: bagkeeper.admin.v1.Member
@@ -2703,8 +2819,10 @@ var file_sidecar_adminpb_admin_proto_goTypes = []any{
 	(*TransferLeadershipResponse)(nil), // 32: bagkeeper.admin.v1.TransferLeadershipResponse
 	(*RemoveRelationRequest)(nil),      // 33: bagkeeper.admin.v1.RemoveRelationRequest
 	(*RemoveRelationResponse)(nil),     // 34: bagkeeper.admin.v1.RemoveRelationResponse
-	nil,                                // 35: bagkeeper.admin.v1.Bag.DataEntry
-	nil,                                // 36: bagkeeper.admin.v1.SetBagRequest.SetEntry
+	(*SaveSnapshotRequest)(nil),        // 35: bagkeeper.admin.v1.SaveSnapshotRequest
+	(*SnapshotChunk)(nil),              // 36: bagkeeper.admin.v1.SnapshotChunk
+	nil,                                // 37: bagkeeper.admin.v1.Bag.DataEntry
+	nil,                                // 38: bagkeeper.admin.v1.SetBagRequest.SetEntry
 }
 var file_sidecar_adminpb_admin_proto_depIdxs = []int32{
 	5,  // 0: bagkeeper.admin.v1.Relation.stream:type_name -> bagkeeper.admin.v1.RelationStream
@@ -2712,9 +2830,9 @@ var file_sidecar_adminpb_admin_proto_depIdxs = []int32{
 	3,  // 2: bagkeeper.admin.v1.StatusResponse.units:type_name -> bagkeeper.admin.v1.Unit
 	4,  // 3: bagkeeper.admin.v1.StatusResponse.relations:type_name -> bagkeeper.admin.v1.Relation
 	2,  // 4: bagkeeper.admin.v1.StatusResponse.waiting:type_name -> bagkeeper.admin.v1.Claimant
-	35, // 5: bagkeeper.admin.v1.Bag.data:type_name -> bagkeeper.admin.v1.Bag.DataEntry
+	37, // 5: bagkeeper.admin.v1.Bag.data:type_name -> bagkeeper.admin.v1.Bag.DataEntry
 	8,  // 6: bagkeeper.admin.v1.GetBagsResponse.bags:type_name -> bagkeeper.admin.v1.Bag
-	36, // 7: bagkeeper.admin.v1.SetBagRequest.set:type_name -> bagkeeper.admin.v1.SetBagRequest.SetEntry
+	38, // 7: bagkeeper.admin.v1.SetBagRequest.set:type_name -> bagkeeper.admin.v1.SetBagRequest.SetEntry
 	18, // 8: bagkeeper.admin.v1.PlanRecoveryRequest.survivors:type_name -> bagkeeper.admin.v1.Survivor
 	20, // 9: bagkeeper.admin.v1.RecoveryPlan.survivors:type_name -> bagkeeper.admin.v1.PlannedSurvivor
 	18, // 10: bagkeeper.admin.v1.StageRecoveryRequest.survivors:type_name -> bagkeeper.admin.v1.Survivor
@@ -2734,21 +2852,23 @@ var file_sidecar_adminpb_admin_proto_depIdxs = []int32{
 	27, // 24: bagkeeper.admin.v1.Admin.ListActions:input_type -> bagkeeper.admin.v1.ListActionsRequest
 	31, // 25: bagkeeper.admin.v1.Admin.TransferLeadership:input_type -> bagkeeper.admin.v1.TransferLeadershipRequest
 	33, // 26: bagkeeper.admin.v1.Admin.RemoveRelation:input_type -> bagkeeper.admin.v1.RemoveRelationRequest
-	6,  // 27: bagkeeper.admin.v1.Admin.Status:output_type -> bagkeeper.admin.v1.StatusResponse
-	9,  // 28: bagkeeper.admin.v1.Admin.GetBags:output_type -> bagkeeper.admin.v1.GetBagsResponse
-	11, // 29: bagkeeper.admin.v1.Admin.SetBag:output_type -> bagkeeper.admin.v1.SetBagResponse
-	13, // 30: bagkeeper.admin.v1.Admin.EnsureRelation:output_type -> bagkeeper.admin.v1.EnsureRelationResponse
-	15, // 31: bagkeeper.admin.v1.Admin.RemoveUnit:output_type -> bagkeeper.admin.v1.RemoveUnitResponse
-	17, // 32: bagkeeper.admin.v1.Admin.RemoveMember:output_type -> bagkeeper.admin.v1.RemoveMemberResponse
-	21, // 33: bagkeeper.admin.v1.Admin.PlanRecovery:output_type -> bagkeeper.admin.v1.RecoveryPlan
-	23, // 34: bagkeeper.admin.v1.Admin.StageRecovery:output_type -> bagkeeper.admin.v1.StageRecoveryResponse
-	25, // 35: bagkeeper.admin.v1.Admin.EnqueueAction:output_type -> bagkeeper.admin.v1.EnqueueActionResponse
-	30, // 36: bagkeeper.admin.v1.Admin.GetAction:output_type -> bagkeeper.admin.v1.Action
-	28, // 37: bagkeeper.admin.v1.Admin.ListActions:output_type -> bagkeeper.admin.v1.ListActionsResponse
-	32, // 38: bagkeeper.admin.v1.Admin.TransferLeadership:output_type -> bagkeeper.admin.v1.TransferLeadershipResponse
-	34, // 39: bagkeeper.admin.v1.Admin.RemoveRelation:output_type -> bagkeeper.admin.v1.RemoveRelationResponse
-	27, // [27:40] is the sub-list for method output_type
-	14, // [14:27] is the sub-list for method input_type
+	35, // 27: bagkeeper.admin.v1.Admin.SaveSnapshot:input_type -> bagkeeper.admin.v1.SaveSnapshotRequest
+	6,  // 28: bagkeeper.admin.v1.Admin.Status:output_type -> bagkeeper.admin.v1.StatusResponse
+	9,  // 29: bagkeeper.admin.v1.Admin.GetBags:output_type -> bagkeeper.admin.v1.GetBagsResponse
+	11, // 30: bagkeeper.admin.v1.Admin.SetBag:output_type -> bagkeeper.admin.v1.SetBagResponse
+	13, // 31: bagkeeper.admin.v1.Admin.EnsureRelation:output_type -> bagkeeper.admin.v1.EnsureRelationResponse
+	15, // 32: bagkeeper.admin.v1.Admin.RemoveUnit:output_type -> bagkeeper.admin.v1.RemoveUnitResponse
+	17, // 33: bagkeeper.admin.v1.Admin.RemoveMember:output_type -> bagkeeper.admin.v1.RemoveMemberResponse
+	21, // 34: bagkeeper.admin.v1.Admin.PlanRecovery:output_type -> bagkeeper.admin.v1.RecoveryPlan
+	23, // 35: bagkeeper.admin.v1.Admin.StageRecovery:output_type -> bagkeeper.admin.v1.StageRecoveryResponse
+	25, // 36: bagkeeper.admin.v1.Admin.EnqueueAction:output_type -> bagkeeper.admin.v1.EnqueueActionResponse
+	30, // 37: bagkeeper.admin.v1.Admin.GetAction:output_type -> bagkeeper.admin.v1.Action
+	28, // 38: bagkeeper.admin.v1.Admin.ListActions:output_type -> bagkeeper.admin.v1.ListActionsResponse
+	32, // 39: bagkeeper.admin.v1.Admin.TransferLeadership:output_type -> bagkeeper.admin.v1.TransferLeadershipResponse
+	34, // 40: bagkeeper.admin.v1.Admin.RemoveRelation:output_type -> bagkeeper.admin.v1.RemoveRelationResponse
+	36, // 41: bagkeeper.admin.v1.Admin.SaveSnapshot:output_type -> bagkeeper.admin.v1.SnapshotChunk
+	28, // [28:42] is the sub-list for method output_type
+	14, // [14:28] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
 	14, // [14:14] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name
@@ -2765,7 +2885,7 @@ func file_sidecar_adminpb_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sidecar_adminpb_admin_proto_rawDesc), len(file_sidecar_adminpb_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   37,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

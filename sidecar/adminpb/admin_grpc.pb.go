@@ -37,6 +37,7 @@ const (
 	Admin_ListActions_FullMethodName        = "/bagkeeper.admin.v1.Admin/ListActions"
 	Admin_TransferLeadership_FullMethodName = "/bagkeeper.admin.v1.Admin/TransferLeadership"
 	Admin_RemoveRelation_FullMethodName     = "/bagkeeper.admin.v1.Admin/RemoveRelation"
+	Admin_SaveSnapshot_FullMethodName       = "/bagkeeper.admin.v1.Admin/SaveSnapshot"
 )
 
 // AdminClient is the client API for Admin service.
@@ -86,6 +87,13 @@ type AdminClient interface {
 	// RemoveRelation ends a relation an operator made (relation ensure): its
 	// bags go, and the units run relation-departed and relation-broken.
 	RemoveRelation(ctx context.Context, in *RemoveRelationRequest, opts ...grpc.CallOption) (*RemoveRelationResponse, error)
+	// ---- end of actions ----
+	// SaveSnapshot streams a snapshot file (raftstore/backup) of the
+	// replicated state, read linearizably: it reflects every write committed
+	// before the call, whichever member answers. The first message carries
+	// the file's size and header fields, every message a piece of the file,
+	// in order.
+	SaveSnapshot(ctx context.Context, in *SaveSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error)
 }
 
 type adminClient struct {
@@ -226,6 +234,25 @@ func (c *adminClient) RemoveRelation(ctx context.Context, in *RemoveRelationRequ
 	return out, nil
 }
 
+func (c *adminClient) SaveSnapshot(ctx context.Context, in *SaveSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Admin_ServiceDesc.Streams[0], Admin_SaveSnapshot_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SaveSnapshotRequest, SnapshotChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Admin_SaveSnapshotClient = grpc.ServerStreamingClient[SnapshotChunk]
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -273,6 +300,13 @@ type AdminServer interface {
 	// RemoveRelation ends a relation an operator made (relation ensure): its
 	// bags go, and the units run relation-departed and relation-broken.
 	RemoveRelation(context.Context, *RemoveRelationRequest) (*RemoveRelationResponse, error)
+	// ---- end of actions ----
+	// SaveSnapshot streams a snapshot file (raftstore/backup) of the
+	// replicated state, read linearizably: it reflects every write committed
+	// before the call, whichever member answers. The first message carries
+	// the file's size and header fields, every message a piece of the file,
+	// in order.
+	SaveSnapshot(*SaveSnapshotRequest, grpc.ServerStreamingServer[SnapshotChunk]) error
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -321,6 +355,9 @@ func (UnimplementedAdminServer) TransferLeadership(context.Context, *TransferLea
 }
 func (UnimplementedAdminServer) RemoveRelation(context.Context, *RemoveRelationRequest) (*RemoveRelationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RemoveRelation not implemented")
+}
+func (UnimplementedAdminServer) SaveSnapshot(*SaveSnapshotRequest, grpc.ServerStreamingServer[SnapshotChunk]) error {
+	return status.Error(codes.Unimplemented, "method SaveSnapshot not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -577,6 +614,17 @@ func _Admin_RemoveRelation_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_SaveSnapshot_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SaveSnapshotRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AdminServer).SaveSnapshot(m, &grpc.GenericServerStream[SaveSnapshotRequest, SnapshotChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Admin_SaveSnapshotServer = grpc.ServerStreamingServer[SnapshotChunk]
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -637,6 +685,12 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Admin_RemoveRelation_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "SaveSnapshot",
+			Handler:       _Admin_SaveSnapshot_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "sidecar/adminpb/admin.proto",
 }
