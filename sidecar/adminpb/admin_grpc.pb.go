@@ -37,6 +37,8 @@ const (
 	Admin_ListActions_FullMethodName        = "/bagkeeper.admin.v1.Admin/ListActions"
 	Admin_TransferLeadership_FullMethodName = "/bagkeeper.admin.v1.Admin/TransferLeadership"
 	Admin_RemoveRelation_FullMethodName     = "/bagkeeper.admin.v1.Admin/RemoveRelation"
+	Admin_RetryHook_FullMethodName          = "/bagkeeper.admin.v1.Admin/RetryHook"
+	Admin_ShowUnit_FullMethodName           = "/bagkeeper.admin.v1.Admin/ShowUnit"
 )
 
 // AdminClient is the client API for Admin service.
@@ -86,6 +88,16 @@ type AdminClient interface {
 	// RemoveRelation ends a relation an operator made (relation ensure): its
 	// bags go, and the units run relation-departed and relation-broken.
 	RemoveRelation(ctx context.Context, in *RemoveRelationRequest, opts ...grpc.CallOption) (*RemoveRelationResponse, error)
+	// ---- failed hooks ----
+	// RetryHook asks the agent holding a unit to run its failed hook again
+	// now instead of waiting out its backoff (Juju's resolved): it commits a
+	// retry request that agent watches. Refused (NotFound,
+	// FailedPrecondition) when the unit does not exist, was removed, or has
+	// no failed hook.
+	RetryHook(ctx context.Context, in *RetryHookRequest, opts ...grpc.CallOption) (*RetryHookResponse, error)
+	// ShowUnit returns everything known of one unit, read from one version
+	// of the state (linearizable unless stale).
+	ShowUnit(ctx context.Context, in *ShowUnitRequest, opts ...grpc.CallOption) (*ShowUnitResponse, error)
 }
 
 type adminClient struct {
@@ -226,6 +238,26 @@ func (c *adminClient) RemoveRelation(ctx context.Context, in *RemoveRelationRequ
 	return out, nil
 }
 
+func (c *adminClient) RetryHook(ctx context.Context, in *RetryHookRequest, opts ...grpc.CallOption) (*RetryHookResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RetryHookResponse)
+	err := c.cc.Invoke(ctx, Admin_RetryHook_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ShowUnit(ctx context.Context, in *ShowUnitRequest, opts ...grpc.CallOption) (*ShowUnitResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ShowUnitResponse)
+	err := c.cc.Invoke(ctx, Admin_ShowUnit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -273,6 +305,16 @@ type AdminServer interface {
 	// RemoveRelation ends a relation an operator made (relation ensure): its
 	// bags go, and the units run relation-departed and relation-broken.
 	RemoveRelation(context.Context, *RemoveRelationRequest) (*RemoveRelationResponse, error)
+	// ---- failed hooks ----
+	// RetryHook asks the agent holding a unit to run its failed hook again
+	// now instead of waiting out its backoff (Juju's resolved): it commits a
+	// retry request that agent watches. Refused (NotFound,
+	// FailedPrecondition) when the unit does not exist, was removed, or has
+	// no failed hook.
+	RetryHook(context.Context, *RetryHookRequest) (*RetryHookResponse, error)
+	// ShowUnit returns everything known of one unit, read from one version
+	// of the state (linearizable unless stale).
+	ShowUnit(context.Context, *ShowUnitRequest) (*ShowUnitResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -321,6 +363,12 @@ func (UnimplementedAdminServer) TransferLeadership(context.Context, *TransferLea
 }
 func (UnimplementedAdminServer) RemoveRelation(context.Context, *RemoveRelationRequest) (*RemoveRelationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RemoveRelation not implemented")
+}
+func (UnimplementedAdminServer) RetryHook(context.Context, *RetryHookRequest) (*RetryHookResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RetryHook not implemented")
+}
+func (UnimplementedAdminServer) ShowUnit(context.Context, *ShowUnitRequest) (*ShowUnitResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ShowUnit not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -577,6 +625,42 @@ func _Admin_RemoveRelation_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_RetryHook_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RetryHookRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).RetryHook(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_RetryHook_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).RetryHook(ctx, req.(*RetryHookRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ShowUnit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ShowUnitRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ShowUnit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ShowUnit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ShowUnit(ctx, req.(*ShowUnitRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -635,6 +719,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RemoveRelation",
 			Handler:    _Admin_RemoveRelation_Handler,
+		},
+		{
+			MethodName: "RetryHook",
+			Handler:    _Admin_RetryHook_Handler,
+		},
+		{
+			MethodName: "ShowUnit",
+			Handler:    _Admin_ShowUnit_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
