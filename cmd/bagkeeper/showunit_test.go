@@ -39,10 +39,10 @@ func (f *fakeAdmin) unit(name string) (*adminpb.ShowUnitResponse, error) {
 				{Hook: "db-relation-joined", Relation: "db:1", RemoteUnit: "pg/0", Ok: true, StartedUnixNano: t.Add(-2 * time.Minute).UnixNano(), DurationNanos: int64(120 * time.Millisecond), Member: "web-0/a"},
 				{Hook: "config-changed", ExitCode: 2, Error: "hook config-changed exited with status 2", StartedUnixNano: t.Add(-time.Minute).UnixNano(), DurationNanos: int64(time.Second), Member: "web-0/a"},
 			},
-			Bags:           []*adminpb.Bag{{RelationId: 1, Relation: "db:1", Owner: "web/0", Data: map[string]string{"z": "1", "a": "2"}}, {RelationId: 0, Relation: "replicas:0", Owner: "web/0"}},
-			CharmState:     map[string]string{"token": "abc"},
-			LeaderSettings: map[string]string{"admin": "root"},
-			Ports:          []*adminpb.OpenPort{{Range: "8080/tcp"}, {Endpoint: "db", Range: "5432/tcp"}},
+			Bags:            []*adminpb.Bag{{RelationId: 1, Relation: "db:1", Owner: "web/0", Data: map[string]string{"z": "1", "a": "2"}}, {RelationId: 0, Relation: "replicas:0", Owner: "web/0"}},
+			CharmState:      map[string]string{"token": "abc"},
+			LeaderSettings:  map[string]string{"admin": "root"},
+			Ports:           []*adminpb.OpenPort{{Range: "8080/tcp"}, {Endpoint: "db", Range: "5432/tcp"}},
 			WorkloadVersion: "1.2.3", Index: 42,
 		}, nil
 	case "web/1":
