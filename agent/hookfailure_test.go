@@ -1,8 +1,10 @@
 package agent
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -170,5 +172,35 @@ func TestHookHistoryIsBoundedAndInOrder(t *testing.T) {
 	last := s.State().UnitExtra("app/0").History[state.MaxHookHistory-1]
 	if !last.OK || last.Relation != fmt.Sprintf("cluster:%d", rel) || last.RemoteUnit != "app/1" || last.Member != "app-0/x" || last.Started.IsZero() {
 		t.Fatalf("last record %+v", last)
+	}
+}
+
+// A hook run by a remote hook runner (another container of the pod) has
+// its output tail recorded as well: the runner sends it with the result.
+func TestFailedHookOfARemoteRunnerRecordsItsOutputTail(t *testing.T) {
+	s := newMemStore(t)
+	twoUnits(s)
+	dir := charm(t, failUntilFixed("install"))
+	remote := NewRemoteRunner()
+	a := startAgent(t, s, dir, func(c *Config) { c.Runner = remote })
+	other := t.TempDir()
+	if err := os.Symlink(dir, filepath.Join(other, "charm")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- RunHookRunner(ctx, HookRunnerConfig{Socket: a.socket, CharmDir: filepath.Join(other, "charm"), ToolsDir: filepath.Join(other, "tools"), ToolBinary: hookTool, Name: "charm", Logger: slog.New(slog.DiscardHandler)})
+	}()
+	defer func() { cancel(); <-done }()
+	waitFor(t, "install to fail in the remote runner", func() error {
+		if e := s.State().UnitExtra("app/0"); e.HookError != "install" || e.HookErrorAttempt < 1 {
+			return fmt.Errorf("hook error %q attempt %d", e.HookError, e.HookErrorAttempt)
+		}
+		return nil
+	})
+	e := s.State().UnitExtra("app/0")
+	if e.HookErrorExitCode != 3 || len(e.HookErrorOutputTail) > state.MaxHookOutputTail || !strings.Contains(e.HookErrorOutputTail, "cannot go on: no fixed file (run ") {
+		t.Fatalf("failure recorded from the remote runner: exit %d, tail ...%q", e.HookErrorExitCode, e.HookErrorOutputTail[max(0, len(e.HookErrorOutputTail)-100):])
 	}
 }
