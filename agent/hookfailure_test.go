@@ -39,6 +39,9 @@ func TestFailedHookRecordsItsOutputTailAttemptsAndHistory(t *testing.T) {
 		return nil
 	})
 	e := s.State().UnitExtra("app/0")
+	if n := a.HookAttempt(); n < 3 {
+		t.Errorf("the attempt gauge says %d", n)
+	}
 	if e.HookError != "config-changed" || e.HookErrorExitCode != 3 || !strings.Contains(e.HookErrorMessage, "exited with status 3") {
 		t.Fatalf("failure %+v", e)
 	}
@@ -79,6 +82,9 @@ func TestFailedHookRecordsItsOutputTailAttemptsAndHistory(t *testing.T) {
 		return nil
 	})
 	e = s.State().UnitExtra("app/0")
+	if n := a.HookAttempt(); n != 0 {
+		t.Errorf("the attempt gauge says %d after a success", n)
+	}
 	if e.HookErrorAttempt != 0 || e.HookErrorOutputTail != "" || e.HookErrorExitCode != 0 || !e.HookErrorNextAttempt.IsZero() {
 		t.Fatalf("a success left failure details: %+v", e)
 	}
