@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -694,9 +695,20 @@ func (a *Agent) hookRecord(h Hook, run hookRun, err error) state.HookRecord {
 	r := state.HookRecord{Hook: h.FullName(), Relation: relKey(h), RemoteUnit: h.RemoteUnit, OK: err == nil, ExitCode: run.exitCode,
 		Started: run.started, Duration: run.took, Member: a.cfg.Member}
 	if err != nil {
-		r.Error = err.Error()
+		r.Error = clip(err.Error(), maxRecordedError)
 	}
 	return r
+}
+
+// maxRecordedError bounds the error kept in a hook's history entry.
+const maxRecordedError = 1 << 10
+
+// clip cuts s to at most n bytes, at a character boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
 // setHookError records h's failure — its output tail, exit status, attempt

@@ -210,3 +210,12 @@ func TestFailedHookOfARemoteRunnerRecordsItsOutputTail(t *testing.T) {
 		t.Fatalf("failure recorded from the remote runner: exit %d, tail ...%q", e.HookErrorExitCode, e.HookErrorOutputTail[max(0, len(e.HookErrorOutputTail)-100):])
 	}
 }
+
+func TestClipKeepsWholeCharacters(t *testing.T) {
+	if got := clip("short", 10); got != "short" {
+		t.Errorf("%q", got)
+	}
+	if got := clip("ab\u00e9cd", 3); got != "ab…" {
+		t.Errorf("clipped inside a character: %q", got)
+	}
+}
