@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -319,7 +320,6 @@ func (a *Agent) runUnit(ctx context.Context, unit string) error {
 	// The member that leads takes the lease before its first hook, so the
 	// leader's install phase says leader-elected.
 	a.tendLease()
-	retry := a.cfg.RetryDelay
 	// failed is the hook that failed last, with the cursor it was decided
 	// on: as in Juju, it runs again, and nothing else runs until it has
 	// succeeded (unless its cursor moved on meanwhile).
@@ -396,7 +396,7 @@ func (a *Agent) runUnit(ctx context.Context, unit string) error {
 				log.Warn("could not record the hook about to run; deciding again", "hook", h.FullName(), "err", err)
 				select {
 				case <-ctx.Done():
-				case <-time.After(retry):
+				case <-time.After(a.cfg.RetryDelay):
 				}
 				continue
 			}
@@ -412,19 +412,63 @@ func (a *Agent) runUnit(ctx context.Context, unit string) error {
 				log.Warn("the hook's changes were refused: this pod no longer holds the unit", "hook", h.FullName(), "err", err)
 				continue
 			}
-			log.Error("hook failed; retrying", "hook", h.FullName(), "err", err, "retry_in", retry.String())
-			a.setHookError(h, err)
+			// Retry requests committed from now on are for this failure.
+			seen := a.node.State().UnitExtra(unit).RetryRequests
+			attempt := a.failedAttempt(h)
+			delay := a.retryDelay(attempt)
+			log.Error("hook failed; retrying", "hook", h.FullName(), "err", err, "attempt", attempt, "retry_in", delay.String())
+			a.setHookError(h, err, attempt, a.now().Add(delay))
 			failed, failedAt = &h, st.Cursor(unit)
-			select {
-			case <-ctx.Done():
-			case <-time.After(retry):
-			}
-			retry = min(2*retry, a.cfg.MaxRetryDelay)
+			a.waitToRetry(ctx, unit, h, delay, seen)
 			continue
 		}
-		retry = a.cfg.RetryDelay
 	}
 	return nil
+}
+
+// failedAttempt is which attempt of consecutive failures of h the one that
+// just failed is: one more than the state records for h, else 1.
+func (a *Agent) failedAttempt(h Hook) int {
+	if e := a.node.State().UnitExtra(a.unit()); e.HookError == h.FullName() && e.HookErrorAttempt > 0 {
+		return e.HookErrorAttempt + 1
+	}
+	return 1
+}
+
+// retryDelay is the pause after a hook's attempt-th consecutive failure:
+// RetryDelay, doubling after each failure up to MaxRetryDelay.
+func (a *Agent) retryDelay(attempt int) time.Duration {
+	d := a.cfg.RetryDelay
+	for i := 1; i < attempt && d < a.cfg.MaxRetryDelay; i++ {
+		d *= 2
+	}
+	return min(d, a.cfg.MaxRetryDelay)
+}
+
+// waitToRetry waits out the backoff of failed hook h, ending early when an
+// operator asks for a retry (the unit's retry counter moves past seen:
+// bagkeeper unit retry) or when this member no longer holds the unit.
+func (a *Agent) waitToRetry(ctx context.Context, unit string, h Hook, delay time.Duration, seen uint64) {
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	for {
+		changed := a.node.Changed()
+		st := a.node.State()
+		if n := st.UnitExtra(unit).RetryRequests; n != seen {
+			a.logger().Info("retrying the failed hook now, as an operator asked", "hook", h.FullName())
+			return
+		}
+		if a.notHeld(st, unit) != "" {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+			return
+		case <-changed:
+		}
+	}
 }
 
 // recordRunning commits the record that h is about to run (Cursor.Running)
@@ -580,29 +624,33 @@ func (a *Agent) runHook(ctx, commitCtx context.Context, h Hook, st *state.State)
 	res := a.cfg.Runner.Run(ctx, HookRun{ContextID: id, Hook: h.FullName(), Dir: a.cfg.Charm.Dir, Env: env})
 	a.running.Store(nil)
 	ran := a.now()
+	run := hookRun{started: start, took: ran.Sub(start), exitCode: res.ExitCode, tail: res.OutputTail}
 	if res.Err != nil {
-		return fmt.Errorf("hook %s: %w", h.FullName(), res.Err)
+		return &hookFailure{fmt.Errorf("hook %s: %w", h.FullName(), res.Err), run}
 	}
 	if res.ExitCode != 0 {
-		return fmt.Errorf("hook %s exited with status %d", h.FullName(), res.ExitCode)
+		return &hookFailure{fmt.Errorf("hook %s exited with status %d", h.FullName(), res.ExitCode), run}
 	}
 	ops := a.dropGoneRelations(hc.ops(), h)
 	// The cursor moves only from where the hook was decided: a hook decided
 	// on a stale state (another agent of this unit got ahead) never commits.
+	// Its entry in the unit's hook history goes with it.
+	writes := len(ops)
+	ops = append(ops, state.RecordHookOp(a.unit(), a.hookRecord(h, run, nil)))
 	ops = append(ops, state.AdvanceCursorOp(a.unit(), st.Cursor(a.unit()), h.Next.Encode()))
 	if st.UnitExtra(a.unit()).HookError != "" {
 		ops = append(ops, state.SetHookErrorOp(a.unit(), "", ""))
 	}
 	if _, err := a.applyFenced(commitCtx, a.fence(st, a.unit()), ops...); err != nil {
 		if errors.Is(err, errNotHeld) {
-			return fmt.Errorf("hook %s: its changes were not committed: %w", h.FullName(), err)
+			return &hookFailure{fmt.Errorf("hook %s: its changes were not committed: %w", h.FullName(), err), run}
 		}
 		if isNotLeader(err) {
-			return fmt.Errorf("hook %s: its application data was not committed: this unit is no longer the leader", h.FullName())
+			return &hookFailure{fmt.Errorf("hook %s: its application data was not committed: this unit is no longer the leader", h.FullName()), run}
 		}
-		return fmt.Errorf("hook %s: committing its changes: %w", h.FullName(), err)
+		return &hookFailure{fmt.Errorf("hook %s: committing its changes: %w", h.FullName(), err), run}
 	}
-	a.logger().Info("hook committed", "hook", h.FullName(), "writes", len(ops)-1,
+	a.logger().Info("hook committed", "hook", h.FullName(), "writes", writes,
 		"run_ms", float64(ran.Sub(start).Microseconds())/1000, "commit_ms", float64(a.now().Sub(ran).Microseconds())/1000)
 	return nil
 }
@@ -625,8 +673,58 @@ func (a *Agent) dropGoneRelations(ops []*storepb.Op, h Hook) []*storepb.Op {
 	return out
 }
 
-func (a *Agent) setHookError(h Hook, err error) {
-	if _, aerr := a.apply(state.SetHookErrorOp(a.unit(), h.FullName(), err.Error())); aerr != nil {
+// hookRun is how a hook ran, for its record.
+type hookRun struct {
+	started  time.Time
+	took     time.Duration
+	exitCode int
+	tail     []byte
+}
+
+// hookFailure is the error of a hook that failed, with how it ran.
+type hookFailure struct {
+	err error
+	run hookRun
+}
+
+func (f *hookFailure) Error() string { return f.err.Error() }
+func (f *hookFailure) Unwrap() error { return f.err }
+
+// hookRecord is h's entry in the unit's hook history.
+func (a *Agent) hookRecord(h Hook, run hookRun, err error) state.HookRecord {
+	r := state.HookRecord{Hook: h.FullName(), Relation: relKey(h), RemoteUnit: h.RemoteUnit, OK: err == nil, ExitCode: run.exitCode,
+		Started: run.started, Duration: run.took, Member: a.cfg.Member}
+	if err != nil {
+		r.Error = clip(err.Error(), maxRecordedError)
+	}
+	return r
+}
+
+// maxRecordedError bounds the error kept in a hook's history entry.
+const maxRecordedError = 1 << 10
+
+// clip cuts s to at most n bytes, at a character boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
+}
+
+// setHookError records h's failure — its output tail, exit status, attempt
+// and when it runs again — with its entry in the unit's hook history.
+func (a *Agent) setHookError(h Hook, err error, attempt int, next time.Time) {
+	run := hookRun{started: a.now()}
+	var hf *hookFailure
+	if errors.As(err, &hf) {
+		run = hf.run
+	}
+	tail := run.tail
+	if len(tail) > state.MaxHookOutputTail {
+		tail = tail[len(tail)-state.MaxHookOutputTail:]
+	}
+	f := state.HookFailure{OutputTail: tail, ExitCode: run.exitCode, Attempt: attempt, NextAttempt: next}
+	if _, aerr := a.apply(state.FailedHookOp(a.unit(), h.FullName(), err.Error(), f), state.RecordHookOp(a.unit(), a.hookRecord(h, run, err))); aerr != nil {
 		a.logger().Warn("recording the hook error", "err", aerr)
 	}
 }

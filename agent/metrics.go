@@ -69,3 +69,16 @@ func (a *Agent) Gauges() (due int, leader, failing bool) {
 	})
 	return due, st.Lease().HeldBy(unit, a.now()), st.UnitExtra(unit).HookError != ""
 }
+
+// HookAttempt is how many times in a row the failing hook of the unit this
+// pod holds has failed (0 while none fails, or without a unit).
+func (a *Agent) HookAttempt() int {
+	unit := a.unit()
+	if unit == "" {
+		return 0
+	}
+	if e := a.node.State().UnitExtra(unit); e.HookError != "" {
+		return max(e.HookErrorAttempt, 1)
+	}
+	return 0
+}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -40,7 +41,14 @@ type HookResult struct {
 	// JUJU_ACTION_NAME) wrote, up to MaxActionOutput bytes each; a hook's
 	// output is only logged.
 	Stdout, Stderr []byte
+	// OutputTail is the last MaxOutputTail bytes of what the hook wrote,
+	// standard output and error together (kept for a failed hook's
+	// record).
+	OutputTail []byte
 }
+
+// MaxOutputTail is how much of a hook's last output is kept.
+const MaxOutputTail = 4 << 10
 
 // Runner runs hooks. Run blocks until the hook has ended.
 type Runner interface {
@@ -159,12 +167,14 @@ func (r LocalRunner) Run(ctx context.Context, h HookRun) HookResult {
 		closeCapture()
 		return HookResult{Err: fmt.Errorf("starting %s: %w", path, err)}
 	}
+	tail := &tailBuffer{max: MaxOutputTail}
+	logged := io.TeeReader(out, tail)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		logLines(out, logger, h.Hook)
-		_, _ = io.Copy(io.Discard, out) // past a line too long to log
+		logLines(logged, logger, h.Hook)
+		_, _ = io.Copy(io.Discard, logged) // past a line too long to log
 	}()
 	done := make(chan struct{})
 	go func() {
@@ -193,6 +203,7 @@ func (r LocalRunner) Run(ctx context.Context, h HookRun) HookResult {
 	}
 	close(done)
 	res := capture.result()
+	res.OutputTail = tail.bytes()
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
@@ -232,6 +243,33 @@ func hookPath(dir, hook string) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+	max int
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(p) >= b.max {
+		b.buf = append(b.buf[:0], p[len(p)-b.max:]...)
+		return len(p), nil
+	}
+	if over := len(b.buf) + len(p) - b.max; over > 0 {
+		b.buf = append(b.buf[:0], b.buf[over:]...)
+	}
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+func (b *tailBuffer) bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return bytes.Clone(b.buf)
 }
 
 // logLines logs a hook's output line by line.
@@ -326,7 +364,7 @@ func (r *RemoteRunner) done(res *toolpb.HookResult) error {
 	if !ok {
 		return fmt.Errorf("no hook %q is running", res.GetContextId())
 	}
-	out := HookResult{ExitCode: int(res.GetExitCode()), Stdout: res.GetOutput(), Stderr: res.GetStderr()}
+	out := HookResult{ExitCode: int(res.GetExitCode()), Stdout: res.GetOutput(), Stderr: res.GetStderr(), OutputTail: res.GetOutputTail()}
 	if res.GetError() != "" {
 		out.Err = errors.New(res.GetError())
 	}

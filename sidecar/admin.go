@@ -152,18 +152,7 @@ func (a *adminServer) Status(ctx context.Context, req *adminpb.StatusRequest) (*
 		resp.Members = append(resp.Members, pm)
 	}
 	for _, u := range st.Units() {
-		since := u.Claimed
-		switch u.State {
-		case state.UnitReleased:
-			since = u.Released
-		case state.UnitRemoved:
-			since = u.Removed
-		}
-		pu := &adminpb.Unit{Name: u.Name, State: u.State.String(), Member: u.Member, Pod: u.Pod, SinceUnixNano: since.UnixNano(), Reason: u.Reason, HookError: st.UnitExtra(u.Name).HookError}
-		if ws, ok := st.Status(u.Name); ok {
-			pu.WorkloadStatus, pu.WorkloadMessage = ws.Status, ws.Message
-		}
-		resp.Units = append(resp.Units, pu)
+		resp.Units = append(resp.Units, unitPB(st, u))
 	}
 	for _, c := range st.Claimants() {
 		resp.Waiting = append(resp.Waiting, &adminpb.Claimant{Member: c.Member, Pod: c.Pod, SinceUnixNano: c.Since.UnixNano()})

@@ -63,6 +63,8 @@ var (
 	descHooksDue   = prometheus.NewDesc("bagkeeper_hooks_due", "Hooks due for this pod's unit and not run yet: the agent's queue (counted up to 1000).", nil, nil)
 	descUnitLeader = prometheus.NewDesc("bagkeeper_unit_leader", "1 if this pod's unit holds the application's leadership lease.", nil, nil)
 	descHookFailed = prometheus.NewDesc("bagkeeper_unit_hook_failed", "1 while this pod's unit's last hook failed (it is retried with a growing pause; bagkeeper status shows it).", nil, nil)
+	// failed hooks
+	descHookAttempt = prometheus.NewDesc("bagkeeper_unit_hook_attempt", "How many times in a row this pod's unit's failing hook has failed (0 while none fails; bagkeeper show-unit shows why).", nil, nil)
 )
 
 // agentCollector reads the unit agent's gauges at scrape time.
@@ -72,21 +74,25 @@ func (c *agentCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descHooksDue
 	ch <- descUnitLeader
 	ch <- descHookFailed
+	ch <- descHookAttempt
 }
 
 func (c *agentCollector) Collect(ch chan<- prometheus.Metric) {
 	var due int
 	var leader, failing bool
+	var attempt int
 	// s.agent is set while the sidecar starts; started says it is done.
 	if !c.s.started.Load() {
 		return
 	}
 	if ua := c.s.agent; ua != nil && ua.a != nil {
 		due, leader, failing = ua.a.Gauges()
+		attempt = ua.a.HookAttempt()
 	}
 	ch <- prometheus.MustNewConstMetric(descHooksDue, prometheus.GaugeValue, float64(due))
 	ch <- prometheus.MustNewConstMetric(descUnitLeader, prometheus.GaugeValue, b2f(leader))
 	ch <- prometheus.MustNewConstMetric(descHookFailed, prometheus.GaugeValue, b2f(failing))
+	ch <- prometheus.MustNewConstMetric(descHookAttempt, prometheus.GaugeValue, float64(attempt))
 }
 
 func b2f(b bool) float64 {

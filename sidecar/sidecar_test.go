@@ -305,7 +305,7 @@ func TestRelationEnsureOnlyOnTheCharmsEndpoints(t *testing.T) {
 	// has run: no runner is connected).
 	waitFor(t, "the agent's metrics", func() error {
 		_, metrics := get(t, "http://"+s.HTTPAddr()+"/metrics")
-		for _, want := range []string{"bagkeeper_hooks_due ", "bagkeeper_unit_leader ", "bagkeeper_unit_hook_failed 0"} {
+		for _, want := range []string{"bagkeeper_hooks_due ", "bagkeeper_unit_leader ", "bagkeeper_unit_hook_failed 0", "bagkeeper_unit_hook_attempt 0"} {
 			if !strings.Contains(metrics, want) {
 				return fmt.Errorf("/metrics lacks %q", want)
 			}

@@ -374,7 +374,11 @@ type HookResult struct {
 	Output []byte `protobuf:"bytes,4,opt,name=output,proto3" json:"output,omitempty"`
 	// ---- actions (numbers 120-139) ----
 	// What an action wrote on its standard error.
-	Stderr        []byte `protobuf:"bytes,120,opt,name=stderr,proto3" json:"stderr,omitempty"` // ---- end of actions ----
+	Stderr []byte `protobuf:"bytes,120,opt,name=stderr,proto3" json:"stderr,omitempty"` // ---- end of actions ----
+	// ---- failed hooks (numbers 140-159) ----
+	// The last (at most 4 KiB) of what the hook or action wrote, standard
+	// output and error together, kept for the record of a failed hook.
+	OutputTail    []byte `protobuf:"bytes,140,opt,name=output_tail,json=outputTail,proto3" json:"output_tail,omitempty"` // ---- end of failed hooks ----
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -440,6 +444,13 @@ func (x *HookResult) GetOutput() []byte {
 func (x *HookResult) GetStderr() []byte {
 	if x != nil {
 		return x.Stderr
+	}
+	return nil
+}
+
+func (x *HookResult) GetOutputTail() []byte {
+	if x != nil {
+		return x.OutputTail
 	}
 	return nil
 }
@@ -519,7 +530,7 @@ const file_agent_toolpb_tools_proto_rawDesc = "" +
 	"\x03env\x18\x03 \x03(\v2+.bagkeeper.tools.v1.HookAssignment.EnvEntryR\x03env\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8e\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb0\x01\n" +
 	"\n" +
 	"HookResult\x12\x1d\n" +
 	"\n" +
@@ -527,7 +538,9 @@ const file_agent_toolpb_tools_proto_rawDesc = "" +
 	"\texit_code\x18\x02 \x01(\x05R\bexitCode\x12\x14\n" +
 	"\x05error\x18\x03 \x01(\tR\x05error\x12\x16\n" +
 	"\x06output\x18\x04 \x01(\fR\x06output\x12\x16\n" +
-	"\x06stderr\x18x \x01(\fR\x06stderr\"\t\n" +
+	"\x06stderr\x18x \x01(\fR\x06stderr\x12 \n" +
+	"\voutput_tail\x18\x8c\x01 \x01(\fR\n" +
+	"outputTail\"\t\n" +
 	"\aDoneAck2S\n" +
 	"\tHookTools\x12F\n" +
 	"\x03Run\x12\x1e.bagkeeper.tools.v1.RunRequest\x1a\x1f.bagkeeper.tools.v1.RunResponse2\xeb\x01\n" +

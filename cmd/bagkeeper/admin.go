@@ -245,6 +245,7 @@ func statusJSON(st *adminpb.StatusResponse) map[string]any {
 			"name": u.GetName(), "state": u.GetState(), "member": u.GetMember(), "pod": u.GetPod(),
 			"since": time.Unix(0, u.GetSinceUnixNano()).UTC().Format(time.RFC3339), "reason": u.GetReason(),
 			"workload_status": u.GetWorkloadStatus(), "workload_message": u.GetWorkloadMessage(), "hook_error": u.GetHookError(),
+			"hook_error_attempt": u.GetHookErrorAttempt(), "hook_error_next_attempt": rfc3339OrEmpty(u.GetHookErrorNextAttemptUnixNano()),
 			"leader": u.GetName() == st.GetLeaderUnit(), "lost": lost(st, u),
 		})
 	}
@@ -357,7 +358,7 @@ func printStatus(w io.Writer, st *adminpb.StatusResponse, now time.Time) {
 			workload += ": " + m
 		}
 		if h := u.GetHookError(); h != "" {
-			workload = "error: hook failed: " + h
+			workload = "error: hook failed: " + h + hookRetryNote(u, now)
 		}
 		name, state, reason := u.GetName(), u.GetState(), u.GetReason()
 		if name == st.GetLeaderUnit() {
@@ -411,6 +412,32 @@ func printStatus(w io.Writer, st *adminpb.StatusResponse, now time.Time) {
 	if e := st.GetRelationsFileError(); e != "" {
 		fmt.Fprintf(w, "\nThe relations file is not loaded; the previous one stays in force: %s\n", e)
 	}
+}
+
+// hookRetryNote says which attempt of a failed hook failed last and when
+// the next is due: " (attempt 3, next in 40s)"; "" when unknown (a failure
+// recorded by an older version).
+func hookRetryNote(u *adminpb.Unit, now time.Time) string {
+	n := u.GetHookErrorAttempt()
+	if n == 0 {
+		return ""
+	}
+	next := u.GetHookErrorNextAttemptUnixNano()
+	if next == 0 {
+		return fmt.Sprintf(" (attempt %d)", n)
+	}
+	if d := time.Unix(0, next).Sub(now); d > 0 {
+		return fmt.Sprintf(" (attempt %d, next in %s)", n, roundDuration(d))
+	}
+	return fmt.Sprintf(" (attempt %d, next due now)", n)
+}
+
+// rfc3339OrEmpty formats unix nanoseconds as RFC 3339 (UTC), "" for 0.
+func rfc3339OrEmpty(n int64) string {
+	if n == 0 {
+		return ""
+	}
+	return time.Unix(0, n).UTC().Format(time.RFC3339Nano)
 }
 
 func unitNumber(name string) int64 {
@@ -664,21 +691,33 @@ func cmdRelationRemove(e *env, args []string) error {
 }
 
 const unitUsage = `Usage: bagkeeper unit remove [--force] UNIT
+       bagkeeper unit retry UNIT
 
-Removes a released unit at once (for example after scaling down): its
-charm state goes, its relation bags stay readable while their relations
-exist, and its number is never given to another pod without an ordinal.
-Units otherwise leave only after being released and unclaimed for
+remove removes a released unit at once (for example after scaling down):
+its charm state goes, its relation bags stay readable while their
+relations exist, and its number is never given to another pod without an
+ordinal. Units otherwise leave only after being released and unclaimed for
 --unit-remove-after. An active unit (a running pod holds it) is removed
-only with --force; its pod then holds no unit until it restarts.`
+only with --force; its pod then holds no unit until it restarts.
+
+retry (Juju's 'resolved') asks the agent holding UNIT to run its failed
+hook again now instead of waiting out its backoff (the pause after each
+failure: 'bagkeeper run --hook-retry-delay', doubling up to 5 minutes). It
+commits the request through raft, so it works from any pod; the agent
+holding the unit runs the hook at once. It fails (exit 1) when UNIT does not
+exist, was removed, or has no failed hook. 'bagkeeper show-unit UNIT' then
+shows the attempt in the unit's hook history.`
 
 func cmdUnit(e *env, args []string) error {
+	if len(args) > 0 && args[0] == "retry" {
+		return cmdUnitRetry(e, args[1:])
+	}
 	if len(args) == 0 || args[0] != "remove" {
 		if len(args) > 0 && (args[0] == "--help" || args[0] == "-h") {
 			fmt.Fprintln(e.stdout, unitUsage)
 			return nil
 		}
-		return usageErrorf("expected 'unit remove UNIT'")
+		return usageErrorf("expected 'unit remove UNIT' or 'unit retry UNIT'")
 	}
 	var a adminFlags
 	var force bool
@@ -697,6 +736,35 @@ func cmdUnit(e *env, args []string) error {
 			return err
 		}
 		fmt.Fprintf(e.stdout, "unit %s removed\n", rest[0])
+		return nil
+	})
+}
+
+func cmdUnitRetry(e *env, args []string) error {
+	var a adminFlags
+	fs := newFlagSet("unit retry", unitUsage)
+	a.register(fs, "")
+	rest, err := parse(e, fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 1 {
+		return usageErrorf("expected exactly one UNIT (like app/3), got %q", rest)
+	}
+	return a.call(func(ctx context.Context, c adminpb.AdminClient) error {
+		resp, err := c.RetryHook(ctx, &adminpb.RetryHookRequest{Unit: rest[0]})
+		if err != nil {
+			return err
+		}
+		hook := resp.GetHook()
+		if hook == "" {
+			hook = "its failed hook"
+		}
+		if n := resp.GetAttempt(); n > 0 {
+			fmt.Fprintf(e.stdout, "unit %s: retry of %s requested (attempt %d failed last); see 'bagkeeper show-unit %s'\n", rest[0], hook, n, rest[0])
+		} else {
+			fmt.Fprintf(e.stdout, "unit %s: retry of %s requested; see 'bagkeeper show-unit %s'\n", rest[0], hook, rest[0])
+		}
 		return nil
 	})
 }

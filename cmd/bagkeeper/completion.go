@@ -20,7 +20,7 @@ flags. Load it in the current shell, or from the shell's startup file:
 var subcommands = map[string][]string{
 	"bags":     {"", "set"},
 	"relation": {"ensure", "remove"},
-	"unit":     {"remove"},
+	"unit":     {"remove", "retry"},
 	"actions":  {"run", "show", "list"},
 	"member":   {"remove"},
 	"leader":   {"transfer"},

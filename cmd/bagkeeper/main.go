@@ -6,6 +6,8 @@
 //	bagkeeper bags set       write keys of a bag (operators' repair tool)
 //	bagkeeper relation ensure  create a relation unless it exists
 //	bagkeeper unit remove    remove a unit at once
+//	bagkeeper unit retry     run a unit's failed hook again now
+//	bagkeeper show-unit      show everything known of one unit
 //	bagkeeper actions run    run a charm action on a unit (show, list: see results)
 //	bagkeeper leader transfer  move raft leadership to another voter
 //	bagkeeper recover        force a new configuration after losing a majority
@@ -49,7 +51,8 @@ func commands() []command {
 		{"status", "show the cluster as this pod's sidecar sees it", cmdStatus},
 		{"bags", "read relation data bags (bags set: write keys of one bag)", cmdBags},
 		{"relation", "relation ensure: create a relation unless it exists", cmdRelation},
-		{"unit", "unit remove: remove a unit at once", cmdUnit},
+		{"unit", "unit remove|retry: remove a unit at once, run its failed hook again now", cmdUnit},
+		{"show-unit", "show a unit: its state, failed hook, hook history, bags and charm state", cmdShowUnit},
 		{"actions", "actions run|show|list: run the charm's actions and see their results", cmdActions},
 		{"member", "member remove: remove a raft member that is gone for good", cmdMember},
 		{"leader", "leader transfer: move raft leadership to another voter", cmdLeader},

@@ -295,6 +295,12 @@ func (t *txn) applyOp(op *storepb.Op) (*storepb.OpResult, *CommandError) {
 	case *storepb.Op_FinishAction:
 		return t.finishAction(o.FinishAction)
 	// ---- end of actions ----
+	// ---- failed hooks (hookhistory.go) ----
+	case *storepb.Op_RecordHook:
+		return t.recordHook(o.RecordHook)
+	case *storepb.Op_RequestHookRetry:
+		return t.requestHookRetry(o.RequestHookRetry)
+	// ---- end of failed hooks ----
 	case *storepb.Op_ForgetDivergence:
 		t.divergentTxn().Delete([]byte(o.ForgetDivergence.GetMemberId()))
 		return &storepb.OpResult{}, nil
@@ -883,13 +889,22 @@ func (t *txn) setHookError(o *storepb.SetHookError) (*storepb.OpResult, *Command
 	if _, err := t.liveUnit(o.GetUnit()); err != nil {
 		return nil, err
 	}
+	if len(o.GetOutputTail()) > MaxHookOutputTail {
+		return nil, opErr(storepb.ErrorCode_TOO_LARGE, "hook output tail of %d bytes is over the %d byte limit", len(o.GetOutputTail()), MaxHookOutputTail)
+	}
 	e := t.extra(o.GetUnit())
-	if e.HookError == o.GetHook() && e.HookErrorMessage == o.GetMessage() {
+	if e.HookError == o.GetHook() && e.HookErrorMessage == o.GetMessage() && e.HookErrorOutputTail == string(o.GetOutputTail()) &&
+		e.HookErrorExitCode == int(o.GetExitCode()) && e.HookErrorAttempt == int(o.GetAttempt()) && e.HookErrorNextAttempt.Equal(fromUnixNano(o.GetNextAttemptUnixNano())) {
 		return &storepb.OpResult{}, nil
 	}
-	e.HookError, e.HookErrorMessage, e.HookErrorSince = o.GetHook(), o.GetMessage(), t.now
+	if e.HookError != o.GetHook() || e.HookErrorMessage != o.GetMessage() {
+		e.HookErrorSince = t.now
+	}
+	e.HookError, e.HookErrorMessage = o.GetHook(), o.GetMessage()
+	e.HookErrorOutputTail, e.HookErrorExitCode, e.HookErrorAttempt, e.HookErrorNextAttempt = string(o.GetOutputTail()), int(o.GetExitCode()), int(o.GetAttempt()), fromUnixNano(o.GetNextAttemptUnixNano())
 	if o.GetHook() == "" {
 		e.HookErrorMessage, e.HookErrorSince = "", time.Time{}
+		e.HookErrorOutputTail, e.HookErrorExitCode, e.HookErrorAttempt, e.HookErrorNextAttempt = "", 0, 0, time.Time{}
 	}
 	t.extraTxn().Insert([]byte(o.GetUnit()), e)
 	return &storepb.OpResult{}, nil

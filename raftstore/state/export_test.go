@@ -41,6 +41,10 @@ func dump(s *State) string {
 	})
 	walk(s.extras, func(k []byte, v *UnitExtra) bool {
 		fmt.Fprintf(&b, "extra %s version=%q ports=%v err=%q %q %d\n", k, v.WorkloadVersion, v.Ports, v.HookError, v.HookErrorMessage, v.HookErrorSince.UnixNano())
+		fmt.Fprintf(&b, "  failure tail=%q exit=%d attempt=%d next=%d retries=%d\n", v.HookErrorOutputTail, v.HookErrorExitCode, v.HookErrorAttempt, v.HookErrorNextAttempt.UnixNano(), v.RetryRequests)
+		for _, h := range v.History {
+			fmt.Fprintf(&b, "  hook %+v started=%d\n", h, h.Started.UnixNano())
+		}
 		return true
 	})
 	walk(s.sessions, func(k []byte, v *session) bool {

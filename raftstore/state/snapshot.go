@@ -103,6 +103,11 @@ func WriteSnapshot(w io.Writer, s *State) error {
 	}
 	walk(s.extras, func(k []byte, v *UnitExtra) bool {
 		rec := &storepb.UnitExtraRecord{Unit: string(k), WorkloadVersion: v.WorkloadVersion, HookError: v.HookError, HookErrorMessage: v.HookErrorMessage, HookErrorSinceUnixNano: unixNano(v.HookErrorSince)}
+		rec.HookErrorOutputTail, rec.HookErrorExitCode, rec.HookErrorAttempt, rec.HookErrorNextAttemptUnixNano = []byte(v.HookErrorOutputTail), int32(v.HookErrorExitCode), uint32(v.HookErrorAttempt), unixNano(v.HookErrorNextAttempt)
+		rec.RetryRequests = v.RetryRequests
+		for _, h := range v.History {
+			rec.History = append(rec.History, hookRecordPB(h))
+		}
 		for _, p := range v.Ports {
 			rec.Ports = append(rec.Ports, &storepb.Port{Endpoint: p.Endpoint, From: int32(p.From), To: int32(p.To), Protocol: p.Protocol})
 		}
@@ -244,6 +249,11 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 		case *storepb.SnapshotRecord_UnitExtra:
 			e := x.UnitExtra
 			ue := &UnitExtra{WorkloadVersion: e.GetWorkloadVersion(), HookError: e.GetHookError(), HookErrorMessage: e.GetHookErrorMessage(), HookErrorSince: fromUnixNano(e.GetHookErrorSinceUnixNano())}
+			ue.HookErrorOutputTail, ue.HookErrorExitCode, ue.HookErrorAttempt, ue.HookErrorNextAttempt = string(e.GetHookErrorOutputTail()), int(e.GetHookErrorExitCode()), int(e.GetHookErrorAttempt()), fromUnixNano(e.GetHookErrorNextAttemptUnixNano())
+			ue.RetryRequests = e.GetRetryRequests()
+			for _, h := range e.GetHistory() {
+				ue.History = append(ue.History, hookRecordFromPB(h))
+			}
 			for _, p := range e.GetPorts() {
 				ue.Ports = append(ue.Ports, Port{Endpoint: p.GetEndpoint(), From: int(p.GetFrom()), To: int(p.GetTo()), Protocol: p.GetProtocol()})
 			}

@@ -200,6 +200,22 @@ type UnitExtra struct {
 	HookError        string
 	HookErrorMessage string
 	HookErrorSince   time.Time
+
+	// ---- failed hooks (hookhistory.go) ----
+	// Of the hook failing: the last of what it wrote (at most
+	// MaxHookOutputTail bytes), its exit status, which attempt of its
+	// consecutive failures failed last (0 in records of older versions),
+	// and when the agent tries it again by its own clock.
+	HookErrorOutputTail  string
+	HookErrorExitCode    int
+	HookErrorAttempt     int
+	HookErrorNextAttempt time.Time
+	// RetryRequests counts the retries operators asked for (a hook
+	// failing is run again when it moves).
+	RetryRequests uint64
+	// History holds the unit's last MaxHookHistory hooks, oldest first.
+	History []HookRecord
+	// ---- end of failed hooks ----
 }
 
 func newState() *State {

@@ -408,6 +408,8 @@ type Op struct {
 	//	*Op_StartAction
 	//	*Op_LogAction
 	//	*Op_FinishAction
+	//	*Op_RecordHook
+	//	*Op_RequestHookRetry
 	Op            isOp_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -765,6 +767,24 @@ func (x *Op) GetFinishAction() *FinishAction {
 	return nil
 }
 
+func (x *Op) GetRecordHook() *RecordHook {
+	if x != nil {
+		if x, ok := x.Op.(*Op_RecordHook); ok {
+			return x.RecordHook
+		}
+	}
+	return nil
+}
+
+func (x *Op) GetRequestHookRetry() *RequestHookRetry {
+	if x != nil {
+		if x, ok := x.Op.(*Op_RequestHookRetry); ok {
+			return x.RequestHookRetry
+		}
+	}
+	return nil
+}
+
 type isOp_Op interface {
 	isOp_Op()
 }
@@ -911,6 +931,15 @@ type Op_FinishAction struct {
 	FinishAction *FinishAction `protobuf:"bytes,123,opt,name=finish_action,json=finishAction,proto3,oneof"` // ---- end of actions ----
 }
 
+type Op_RecordHook struct {
+	// ---- failed hooks (numbers 140-159) ----
+	RecordHook *RecordHook `protobuf:"bytes,140,opt,name=record_hook,json=recordHook,proto3,oneof"`
+}
+
+type Op_RequestHookRetry struct {
+	RequestHookRetry *RequestHookRetry `protobuf:"bytes,141,opt,name=request_hook_retry,json=requestHookRetry,proto3,oneof"` // ---- end of failed hooks ----
+}
+
 func (*Op_InitCluster) isOp_Op() {}
 
 func (*Op_EnsureRelation) isOp_Op() {}
@@ -980,6 +1009,10 @@ func (*Op_StartAction) isOp_Op() {}
 func (*Op_LogAction) isOp_Op() {}
 
 func (*Op_FinishAction) isOp_Op() {}
+
+func (*Op_RecordHook) isOp_Op() {}
+
+func (*Op_RequestHookRetry) isOp_Op() {}
 
 // SealedContent is one revision's encrypted content.
 type SealedContent struct {
@@ -3237,12 +3270,22 @@ func (x *SetStatus) GetDataJson() []byte {
 // SetHookError records that a unit's hook failed (the unit shows "error"
 // until a hook succeeds); an empty hook clears it.
 type SetHookError struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Unit          string                 `protobuf:"bytes,1,opt,name=unit,proto3" json:"unit,omitempty"`
-	Hook          string                 `protobuf:"bytes,2,opt,name=hook,proto3" json:"hook,omitempty"`
-	Message       string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Unit    string                 `protobuf:"bytes,1,opt,name=unit,proto3" json:"unit,omitempty"`
+	Hook    string                 `protobuf:"bytes,2,opt,name=hook,proto3" json:"hook,omitempty"`
+	Message string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// ---- failed hooks (numbers 140-159) ----
+	// What the hook wrote last (at most 4 KiB), its exit status (0 when it
+	// could not run or its changes could not be committed), which attempt
+	// of consecutive failures of this hook it was (1, 2, ...; 0 in entries
+	// of older versions), and when the agent, by its own clock, tries it
+	// again (unix nanoseconds). Times come from the op, never from apply.
+	OutputTail          []byte `protobuf:"bytes,140,opt,name=output_tail,json=outputTail,proto3" json:"output_tail,omitempty"`
+	ExitCode            int32  `protobuf:"varint,141,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	Attempt             uint32 `protobuf:"varint,142,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	NextAttemptUnixNano int64  `protobuf:"varint,143,opt,name=next_attempt_unix_nano,json=nextAttemptUnixNano,proto3" json:"next_attempt_unix_nano,omitempty"` // ---- end of failed hooks ----
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *SetHookError) Reset() {
@@ -3294,6 +3337,34 @@ func (x *SetHookError) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *SetHookError) GetOutputTail() []byte {
+	if x != nil {
+		return x.OutputTail
+	}
+	return nil
+}
+
+func (x *SetHookError) GetExitCode() int32 {
+	if x != nil {
+		return x.ExitCode
+	}
+	return 0
+}
+
+func (x *SetHookError) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *SetHookError) GetNextAttemptUnixNano() int64 {
+	if x != nil {
+		return x.NextAttemptUnixNano
+	}
+	return 0
 }
 
 // SetWorkloadVersion sets a unit's workload version
@@ -4310,8 +4381,17 @@ type UnitExtraRecord struct {
 	HookError              string                 `protobuf:"bytes,4,opt,name=hook_error,json=hookError,proto3" json:"hook_error,omitempty"`
 	HookErrorMessage       string                 `protobuf:"bytes,5,opt,name=hook_error_message,json=hookErrorMessage,proto3" json:"hook_error_message,omitempty"`
 	HookErrorSinceUnixNano int64                  `protobuf:"varint,6,opt,name=hook_error_since_unix_nano,json=hookErrorSinceUnixNano,proto3" json:"hook_error_since_unix_nano,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// ---- failed hooks (numbers 140-159) ----
+	HookErrorOutputTail          []byte `protobuf:"bytes,140,opt,name=hook_error_output_tail,json=hookErrorOutputTail,proto3" json:"hook_error_output_tail,omitempty"`
+	HookErrorExitCode            int32  `protobuf:"varint,141,opt,name=hook_error_exit_code,json=hookErrorExitCode,proto3" json:"hook_error_exit_code,omitempty"`
+	HookErrorAttempt             uint32 `protobuf:"varint,142,opt,name=hook_error_attempt,json=hookErrorAttempt,proto3" json:"hook_error_attempt,omitempty"`
+	HookErrorNextAttemptUnixNano int64  `protobuf:"varint,143,opt,name=hook_error_next_attempt_unix_nano,json=hookErrorNextAttemptUnixNano,proto3" json:"hook_error_next_attempt_unix_nano,omitempty"`
+	// How many retries operators asked for (RequestHookRetry).
+	RetryRequests uint64 `protobuf:"varint,144,opt,name=retry_requests,json=retryRequests,proto3" json:"retry_requests,omitempty"`
+	// The unit's last hooks, oldest first.
+	History       []*HookRecord `protobuf:"bytes,145,rep,name=history,proto3" json:"history,omitempty"` // ---- end of failed hooks ----
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UnitExtraRecord) Reset() {
@@ -4384,6 +4464,48 @@ func (x *UnitExtraRecord) GetHookErrorSinceUnixNano() int64 {
 		return x.HookErrorSinceUnixNano
 	}
 	return 0
+}
+
+func (x *UnitExtraRecord) GetHookErrorOutputTail() []byte {
+	if x != nil {
+		return x.HookErrorOutputTail
+	}
+	return nil
+}
+
+func (x *UnitExtraRecord) GetHookErrorExitCode() int32 {
+	if x != nil {
+		return x.HookErrorExitCode
+	}
+	return 0
+}
+
+func (x *UnitExtraRecord) GetHookErrorAttempt() uint32 {
+	if x != nil {
+		return x.HookErrorAttempt
+	}
+	return 0
+}
+
+func (x *UnitExtraRecord) GetHookErrorNextAttemptUnixNano() int64 {
+	if x != nil {
+		return x.HookErrorNextAttemptUnixNano
+	}
+	return 0
+}
+
+func (x *UnitExtraRecord) GetRetryRequests() uint64 {
+	if x != nil {
+		return x.RetryRequests
+	}
+	return 0
+}
+
+func (x *UnitExtraRecord) GetHistory() []*HookRecord {
+	if x != nil {
+		return x.History
+	}
+	return nil
 }
 
 type SnapshotHeader struct {
@@ -5551,6 +5673,222 @@ func (x *ActionRecord) GetPod() string {
 	return ""
 }
 
+// HookRecord is one hook a unit ran, as kept in its history.
+type HookRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The hook's full name (config-changed, db-relation-joined, ...), the
+	// relation key (endpoint:id) and remote unit for a relation hook.
+	Hook       string `protobuf:"bytes,1,opt,name=hook,proto3" json:"hook,omitempty"`
+	Relation   string `protobuf:"bytes,2,opt,name=relation,proto3" json:"relation,omitempty"`
+	RemoteUnit string `protobuf:"bytes,3,opt,name=remote_unit,json=remoteUnit,proto3" json:"remote_unit,omitempty"`
+	Ok         bool   `protobuf:"varint,4,opt,name=ok,proto3" json:"ok,omitempty"`
+	ExitCode   int32  `protobuf:"varint,5,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	// Why it failed (empty when ok).
+	Error string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	// When it started, by the clock of the agent that ran it, and how long
+	// it ran.
+	StartedUnixNano int64 `protobuf:"varint,7,opt,name=started_unix_nano,json=startedUnixNano,proto3" json:"started_unix_nano,omitempty"`
+	DurationNanos   int64 `protobuf:"varint,8,opt,name=duration_nanos,json=durationNanos,proto3" json:"duration_nanos,omitempty"`
+	// The raft member whose agent ran it.
+	MemberId      string `protobuf:"bytes,9,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HookRecord) Reset() {
+	*x = HookRecord{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HookRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HookRecord) ProtoMessage() {}
+
+func (x *HookRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HookRecord.ProtoReflect.Descriptor instead.
+func (*HookRecord) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *HookRecord) GetHook() string {
+	if x != nil {
+		return x.Hook
+	}
+	return ""
+}
+
+func (x *HookRecord) GetRelation() string {
+	if x != nil {
+		return x.Relation
+	}
+	return ""
+}
+
+func (x *HookRecord) GetRemoteUnit() string {
+	if x != nil {
+		return x.RemoteUnit
+	}
+	return ""
+}
+
+func (x *HookRecord) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *HookRecord) GetExitCode() int32 {
+	if x != nil {
+		return x.ExitCode
+	}
+	return 0
+}
+
+func (x *HookRecord) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *HookRecord) GetStartedUnixNano() int64 {
+	if x != nil {
+		return x.StartedUnixNano
+	}
+	return 0
+}
+
+func (x *HookRecord) GetDurationNanos() int64 {
+	if x != nil {
+		return x.DurationNanos
+	}
+	return 0
+}
+
+func (x *HookRecord) GetMemberId() string {
+	if x != nil {
+		return x.MemberId
+	}
+	return ""
+}
+
+// RecordHook appends a hook to its unit's history, which keeps the last
+// MaxHookHistory hooks (apply drops the oldest).
+type RecordHook struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Unit          string                 `protobuf:"bytes,1,opt,name=unit,proto3" json:"unit,omitempty"`
+	Record        *HookRecord            `protobuf:"bytes,2,opt,name=record,proto3" json:"record,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordHook) Reset() {
+	*x = RecordHook{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordHook) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordHook) ProtoMessage() {}
+
+func (x *RecordHook) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordHook.ProtoReflect.Descriptor instead.
+func (*RecordHook) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *RecordHook) GetUnit() string {
+	if x != nil {
+		return x.Unit
+	}
+	return ""
+}
+
+func (x *RecordHook) GetRecord() *HookRecord {
+	if x != nil {
+		return x.Record
+	}
+	return nil
+}
+
+// RequestHookRetry asks the agent holding a unit to run its failed hook
+// again now: it bumps the unit's retry counter, which that agent watches.
+// Refused when the unit does not exist, was removed, or has no failed hook.
+type RequestHookRetry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Unit          string                 `protobuf:"bytes,1,opt,name=unit,proto3" json:"unit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestHookRetry) Reset() {
+	*x = RequestHookRetry{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestHookRetry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestHookRetry) ProtoMessage() {}
+
+func (x *RequestHookRetry) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestHookRetry.ProtoReflect.Descriptor instead.
+func (*RequestHookRetry) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *RequestHookRetry) GetUnit() string {
+	if x != nil {
+		return x.Unit
+	}
+	return ""
+}
+
 var File_raftstore_storepb_store_proto protoreflect.FileDescriptor
 
 const file_raftstore_storepb_store_proto_rawDesc = "" +
@@ -5570,7 +5908,7 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\x05Fence\x12\x12\n" +
 	"\x04unit\x18\x01 \x01(\tR\x04unit\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x14\n" +
-	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"\x96\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"\xb1\x15\n" +
 	"\x02Op\x12D\n" +
 	"\finit_cluster\x18\x01 \x01(\v2\x1f.bagkeeper.store.v1.InitClusterH\x00R\vinitCluster\x12M\n" +
 	"\x0fensure_relation\x18\x02 \x01(\v2\".bagkeeper.store.v1.EnsureRelationH\x00R\x0eensureRelation\x12M\n" +
@@ -5616,7 +5954,10 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\fstart_action\x18y \x01(\v2\x1f.bagkeeper.store.v1.StartActionH\x00R\vstartAction\x12>\n" +
 	"\n" +
 	"log_action\x18z \x01(\v2\x1d.bagkeeper.store.v1.LogActionH\x00R\tlogAction\x12G\n" +
-	"\rfinish_action\x18{ \x01(\v2 .bagkeeper.store.v1.FinishActionH\x00R\ffinishActionB\x04\n" +
+	"\rfinish_action\x18{ \x01(\v2 .bagkeeper.store.v1.FinishActionH\x00R\ffinishAction\x12B\n" +
+	"\vrecord_hook\x18\x8c\x01 \x01(\v2\x1e.bagkeeper.store.v1.RecordHookH\x00R\n" +
+	"recordHook\x12U\n" +
+	"\x12request_hook_retry\x18\x8d\x01 \x01(\v2$.bagkeeper.store.v1.RequestHookRetryH\x00R\x10requestHookRetryB\x04\n" +
 	"\x02op\"\\\n" +
 	"\rSealedContent\x12\x15\n" +
 	"\x06key_id\x18\x01 \x01(\fR\x05keyId\x12\x14\n" +
@@ -5805,11 +6146,16 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x1b\n" +
-	"\tdata_json\x18\x04 \x01(\fR\bdataJson\"P\n" +
+	"\tdata_json\x18\x04 \x01(\fR\bdataJson\"\xe1\x01\n" +
 	"\fSetHookError\x12\x12\n" +
 	"\x04unit\x18\x01 \x01(\tR\x04unit\x12\x12\n" +
 	"\x04hook\x18\x02 \x01(\tR\x04hook\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\"B\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12 \n" +
+	"\voutput_tail\x18\x8c\x01 \x01(\fR\n" +
+	"outputTail\x12\x1c\n" +
+	"\texit_code\x18\x8d\x01 \x01(\x05R\bexitCode\x12\x19\n" +
+	"\aattempt\x18\x8e\x01 \x01(\rR\aattempt\x124\n" +
+	"\x16next_attempt_unix_nano\x18\x8f\x01 \x01(\x03R\x13nextAttemptUnixNano\"B\n" +
 	"\x12SetWorkloadVersion\x12\x12\n" +
 	"\x04unit\x18\x01 \x01(\tR\x04unit\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\"b\n" +
@@ -5882,7 +6228,7 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x1b\n" +
 	"\tdata_json\x18\x04 \x01(\fR\bdataJson\x12&\n" +
-	"\x0fsince_unix_nano\x18\x05 \x01(\x03R\rsinceUnixNano\"\x89\x02\n" +
+	"\x0fsince_unix_nano\x18\x05 \x01(\x03R\rsinceUnixNano\"\xcd\x04\n" +
 	"\x0fUnitExtraRecord\x12\x12\n" +
 	"\x04unit\x18\x01 \x01(\tR\x04unit\x12)\n" +
 	"\x10workload_version\x18\x02 \x01(\tR\x0fworkloadVersion\x12.\n" +
@@ -5890,7 +6236,13 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\n" +
 	"hook_error\x18\x04 \x01(\tR\thookError\x12,\n" +
 	"\x12hook_error_message\x18\x05 \x01(\tR\x10hookErrorMessage\x12:\n" +
-	"\x1ahook_error_since_unix_nano\x18\x06 \x01(\x03R\x16hookErrorSinceUnixNano\"\x85\x05\n" +
+	"\x1ahook_error_since_unix_nano\x18\x06 \x01(\x03R\x16hookErrorSinceUnixNano\x124\n" +
+	"\x16hook_error_output_tail\x18\x8c\x01 \x01(\fR\x13hookErrorOutputTail\x120\n" +
+	"\x14hook_error_exit_code\x18\x8d\x01 \x01(\x05R\x11hookErrorExitCode\x12-\n" +
+	"\x12hook_error_attempt\x18\x8e\x01 \x01(\rR\x10hookErrorAttempt\x12H\n" +
+	"!hook_error_next_attempt_unix_nano\x18\x8f\x01 \x01(\x03R\x1chookErrorNextAttemptUnixNano\x12&\n" +
+	"\x0eretry_requests\x18\x90\x01 \x01(\x04R\rretryRequests\x129\n" +
+	"\ahistory\x18\x91\x01 \x03(\v2\x1e.bagkeeper.store.v1.HookRecordR\ahistory\"\x85\x05\n" +
 	"\x0eSnapshotHeader\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x10\n" +
 	"\x03app\x18\x02 \x01(\tR\x03app\x12\x1d\n" +
@@ -6006,7 +6358,25 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	" \x01(\x03R\x0fstartedUnixNano\x12.\n" +
 	"\x13completed_unix_nano\x18\v \x01(\x03R\x11completedUnixNano\x12\x1b\n" +
 	"\tmember_id\x18\f \x01(\tR\bmemberId\x12\x10\n" +
-	"\x03pod\x18\r \x01(\tR\x03pod*\x8a\x01\n" +
+	"\x03pod\x18\r \x01(\tR\x03pod\"\x90\x02\n" +
+	"\n" +
+	"HookRecord\x12\x12\n" +
+	"\x04hook\x18\x01 \x01(\tR\x04hook\x12\x1a\n" +
+	"\brelation\x18\x02 \x01(\tR\brelation\x12\x1f\n" +
+	"\vremote_unit\x18\x03 \x01(\tR\n" +
+	"remoteUnit\x12\x0e\n" +
+	"\x02ok\x18\x04 \x01(\bR\x02ok\x12\x1b\n" +
+	"\texit_code\x18\x05 \x01(\x05R\bexitCode\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\x12*\n" +
+	"\x11started_unix_nano\x18\a \x01(\x03R\x0fstartedUnixNano\x12%\n" +
+	"\x0eduration_nanos\x18\b \x01(\x03R\rdurationNanos\x12\x1b\n" +
+	"\tmember_id\x18\t \x01(\tR\bmemberId\"X\n" +
+	"\n" +
+	"RecordHook\x12\x12\n" +
+	"\x04unit\x18\x01 \x01(\tR\x04unit\x126\n" +
+	"\x06record\x18\x02 \x01(\v2\x1e.bagkeeper.store.v1.HookRecordR\x06record\"&\n" +
+	"\x10RequestHookRetry\x12\x12\n" +
+	"\x04unit\x18\x01 \x01(\tR\x04unit*\x8a\x01\n" +
 	"\tErrorCode\x12\x06\n" +
 	"\x02OK\x10\x00\x12\v\n" +
 	"\aINVALID\x10\x01\x12\r\n" +
@@ -6039,7 +6409,7 @@ func file_raftstore_storepb_store_proto_rawDescGZIP() []byte {
 }
 
 var file_raftstore_storepb_store_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_raftstore_storepb_store_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
+var file_raftstore_storepb_store_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
 var file_raftstore_storepb_store_proto_goTypes = []any{
 	(ErrorCode)(0),               // 0: bagkeeper.store.v1.ErrorCode
 	(UnitState)(0),               // 1: bagkeeper.store.v1.UnitState
@@ -6108,14 +6478,17 @@ var file_raftstore_storepb_store_proto_goTypes = []any{
 	(*ActionLogLine)(nil),        // 64: bagkeeper.store.v1.ActionLogLine
 	(*FinishAction)(nil),         // 65: bagkeeper.store.v1.FinishAction
 	(*ActionRecord)(nil),         // 66: bagkeeper.store.v1.ActionRecord
-	nil,                          // 67: bagkeeper.store.v1.SetRemoteView.AppEntry
-	nil,                          // 68: bagkeeper.store.v1.RemoteUnitView.DataEntry
-	nil,                          // 69: bagkeeper.store.v1.UpdateBag.SetEntry
-	nil,                          // 70: bagkeeper.store.v1.UpdateCharmState.SetEntry
-	nil,                          // 71: bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
-	nil,                          // 72: bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
-	nil,                          // 73: bagkeeper.store.v1.BagRecord.DataEntry
-	nil,                          // 74: bagkeeper.store.v1.CharmStateRecord.DataEntry
+	(*HookRecord)(nil),           // 67: bagkeeper.store.v1.HookRecord
+	(*RecordHook)(nil),           // 68: bagkeeper.store.v1.RecordHook
+	(*RequestHookRetry)(nil),     // 69: bagkeeper.store.v1.RequestHookRetry
+	nil,                          // 70: bagkeeper.store.v1.SetRemoteView.AppEntry
+	nil,                          // 71: bagkeeper.store.v1.RemoteUnitView.DataEntry
+	nil,                          // 72: bagkeeper.store.v1.UpdateBag.SetEntry
+	nil,                          // 73: bagkeeper.store.v1.UpdateCharmState.SetEntry
+	nil,                          // 74: bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
+	nil,                          // 75: bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
+	nil,                          // 76: bagkeeper.store.v1.BagRecord.DataEntry
+	nil,                          // 77: bagkeeper.store.v1.CharmStateRecord.DataEntry
 }
 var file_raftstore_storepb_store_proto_depIdxs = []int32{
 	5,  // 0: bagkeeper.store.v1.Command.ops:type_name -> bagkeeper.store.v1.Op
@@ -6156,52 +6529,56 @@ var file_raftstore_storepb_store_proto_depIdxs = []int32{
 	62, // 35: bagkeeper.store.v1.Op.start_action:type_name -> bagkeeper.store.v1.StartAction
 	63, // 36: bagkeeper.store.v1.Op.log_action:type_name -> bagkeeper.store.v1.LogAction
 	65, // 37: bagkeeper.store.v1.Op.finish_action:type_name -> bagkeeper.store.v1.FinishAction
-	6,  // 38: bagkeeper.store.v1.CreateSecret.content:type_name -> bagkeeper.store.v1.SealedContent
-	6,  // 39: bagkeeper.store.v1.UpdateSecret.content:type_name -> bagkeeper.store.v1.SealedContent
-	15, // 40: bagkeeper.store.v1.SecretRecord.revisions:type_name -> bagkeeper.store.v1.SecretRevisionRecord
-	16, // 41: bagkeeper.store.v1.SecretRecord.grants:type_name -> bagkeeper.store.v1.SecretGrantRecord
-	17, // 42: bagkeeper.store.v1.SecretRecord.consumers:type_name -> bagkeeper.store.v1.SecretConsumerRecord
-	6,  // 43: bagkeeper.store.v1.SecretRevisionRecord.content:type_name -> bagkeeper.store.v1.SealedContent
-	67, // 44: bagkeeper.store.v1.SetRemoteView.app:type_name -> bagkeeper.store.v1.SetRemoteView.AppEntry
-	19, // 45: bagkeeper.store.v1.SetRemoteView.units:type_name -> bagkeeper.store.v1.RemoteUnitView
-	68, // 46: bagkeeper.store.v1.RemoteUnitView.data:type_name -> bagkeeper.store.v1.RemoteUnitView.DataEntry
-	69, // 47: bagkeeper.store.v1.UpdateBag.set:type_name -> bagkeeper.store.v1.UpdateBag.SetEntry
-	70, // 48: bagkeeper.store.v1.UpdateCharmState.set:type_name -> bagkeeper.store.v1.UpdateCharmState.SetEntry
-	71, // 49: bagkeeper.store.v1.UpdateLeaderSettings.set:type_name -> bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
-	41, // 50: bagkeeper.store.v1.UpdatePorts.open:type_name -> bagkeeper.store.v1.Port
-	41, // 51: bagkeeper.store.v1.UpdatePorts.close:type_name -> bagkeeper.store.v1.Port
-	0,  // 52: bagkeeper.store.v1.Result.error_code:type_name -> bagkeeper.store.v1.ErrorCode
-	45, // 53: bagkeeper.store.v1.Result.ops:type_name -> bagkeeper.store.v1.OpResult
-	53, // 54: bagkeeper.store.v1.SnapshotRecord.header:type_name -> bagkeeper.store.v1.SnapshotHeader
-	56, // 55: bagkeeper.store.v1.SnapshotRecord.relation:type_name -> bagkeeper.store.v1.RelationRecord
-	57, // 56: bagkeeper.store.v1.SnapshotRecord.bag:type_name -> bagkeeper.store.v1.BagRecord
-	58, // 57: bagkeeper.store.v1.SnapshotRecord.unit:type_name -> bagkeeper.store.v1.UnitRecord
-	59, // 58: bagkeeper.store.v1.SnapshotRecord.charm_state:type_name -> bagkeeper.store.v1.CharmStateRecord
-	60, // 59: bagkeeper.store.v1.SnapshotRecord.cursor:type_name -> bagkeeper.store.v1.CursorRecord
-	54, // 60: bagkeeper.store.v1.SnapshotRecord.end:type_name -> bagkeeper.store.v1.SnapshotEnd
-	51, // 61: bagkeeper.store.v1.SnapshotRecord.status:type_name -> bagkeeper.store.v1.StatusRecord
-	52, // 62: bagkeeper.store.v1.SnapshotRecord.unit_extra:type_name -> bagkeeper.store.v1.UnitExtraRecord
-	48, // 63: bagkeeper.store.v1.SnapshotRecord.session:type_name -> bagkeeper.store.v1.SessionRecord
-	50, // 64: bagkeeper.store.v1.SnapshotRecord.claimant:type_name -> bagkeeper.store.v1.ClaimantRecord
-	47, // 65: bagkeeper.store.v1.SnapshotRecord.divergence:type_name -> bagkeeper.store.v1.DivergenceRecord
-	14, // 66: bagkeeper.store.v1.SnapshotRecord.secret:type_name -> bagkeeper.store.v1.SecretRecord
-	66, // 67: bagkeeper.store.v1.SnapshotRecord.action:type_name -> bagkeeper.store.v1.ActionRecord
-	49, // 68: bagkeeper.store.v1.SessionRecord.results:type_name -> bagkeeper.store.v1.SessionResult
-	44, // 69: bagkeeper.store.v1.SessionResult.result:type_name -> bagkeeper.store.v1.Result
-	41, // 70: bagkeeper.store.v1.UnitExtraRecord.ports:type_name -> bagkeeper.store.v1.Port
-	72, // 71: bagkeeper.store.v1.SnapshotHeader.leader_settings:type_name -> bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
-	55, // 72: bagkeeper.store.v1.SnapshotHeader.lease:type_name -> bagkeeper.store.v1.Lease
-	73, // 73: bagkeeper.store.v1.BagRecord.data:type_name -> bagkeeper.store.v1.BagRecord.DataEntry
-	1,  // 74: bagkeeper.store.v1.UnitRecord.state:type_name -> bagkeeper.store.v1.UnitState
-	74, // 75: bagkeeper.store.v1.CharmStateRecord.data:type_name -> bagkeeper.store.v1.CharmStateRecord.DataEntry
-	64, // 76: bagkeeper.store.v1.LogAction.lines:type_name -> bagkeeper.store.v1.ActionLogLine
-	64, // 77: bagkeeper.store.v1.FinishAction.lines:type_name -> bagkeeper.store.v1.ActionLogLine
-	64, // 78: bagkeeper.store.v1.ActionRecord.log:type_name -> bagkeeper.store.v1.ActionLogLine
-	79, // [79:79] is the sub-list for method output_type
-	79, // [79:79] is the sub-list for method input_type
-	79, // [79:79] is the sub-list for extension type_name
-	79, // [79:79] is the sub-list for extension extendee
-	0,  // [0:79] is the sub-list for field type_name
+	68, // 38: bagkeeper.store.v1.Op.record_hook:type_name -> bagkeeper.store.v1.RecordHook
+	69, // 39: bagkeeper.store.v1.Op.request_hook_retry:type_name -> bagkeeper.store.v1.RequestHookRetry
+	6,  // 40: bagkeeper.store.v1.CreateSecret.content:type_name -> bagkeeper.store.v1.SealedContent
+	6,  // 41: bagkeeper.store.v1.UpdateSecret.content:type_name -> bagkeeper.store.v1.SealedContent
+	15, // 42: bagkeeper.store.v1.SecretRecord.revisions:type_name -> bagkeeper.store.v1.SecretRevisionRecord
+	16, // 43: bagkeeper.store.v1.SecretRecord.grants:type_name -> bagkeeper.store.v1.SecretGrantRecord
+	17, // 44: bagkeeper.store.v1.SecretRecord.consumers:type_name -> bagkeeper.store.v1.SecretConsumerRecord
+	6,  // 45: bagkeeper.store.v1.SecretRevisionRecord.content:type_name -> bagkeeper.store.v1.SealedContent
+	70, // 46: bagkeeper.store.v1.SetRemoteView.app:type_name -> bagkeeper.store.v1.SetRemoteView.AppEntry
+	19, // 47: bagkeeper.store.v1.SetRemoteView.units:type_name -> bagkeeper.store.v1.RemoteUnitView
+	71, // 48: bagkeeper.store.v1.RemoteUnitView.data:type_name -> bagkeeper.store.v1.RemoteUnitView.DataEntry
+	72, // 49: bagkeeper.store.v1.UpdateBag.set:type_name -> bagkeeper.store.v1.UpdateBag.SetEntry
+	73, // 50: bagkeeper.store.v1.UpdateCharmState.set:type_name -> bagkeeper.store.v1.UpdateCharmState.SetEntry
+	74, // 51: bagkeeper.store.v1.UpdateLeaderSettings.set:type_name -> bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
+	41, // 52: bagkeeper.store.v1.UpdatePorts.open:type_name -> bagkeeper.store.v1.Port
+	41, // 53: bagkeeper.store.v1.UpdatePorts.close:type_name -> bagkeeper.store.v1.Port
+	0,  // 54: bagkeeper.store.v1.Result.error_code:type_name -> bagkeeper.store.v1.ErrorCode
+	45, // 55: bagkeeper.store.v1.Result.ops:type_name -> bagkeeper.store.v1.OpResult
+	53, // 56: bagkeeper.store.v1.SnapshotRecord.header:type_name -> bagkeeper.store.v1.SnapshotHeader
+	56, // 57: bagkeeper.store.v1.SnapshotRecord.relation:type_name -> bagkeeper.store.v1.RelationRecord
+	57, // 58: bagkeeper.store.v1.SnapshotRecord.bag:type_name -> bagkeeper.store.v1.BagRecord
+	58, // 59: bagkeeper.store.v1.SnapshotRecord.unit:type_name -> bagkeeper.store.v1.UnitRecord
+	59, // 60: bagkeeper.store.v1.SnapshotRecord.charm_state:type_name -> bagkeeper.store.v1.CharmStateRecord
+	60, // 61: bagkeeper.store.v1.SnapshotRecord.cursor:type_name -> bagkeeper.store.v1.CursorRecord
+	54, // 62: bagkeeper.store.v1.SnapshotRecord.end:type_name -> bagkeeper.store.v1.SnapshotEnd
+	51, // 63: bagkeeper.store.v1.SnapshotRecord.status:type_name -> bagkeeper.store.v1.StatusRecord
+	52, // 64: bagkeeper.store.v1.SnapshotRecord.unit_extra:type_name -> bagkeeper.store.v1.UnitExtraRecord
+	48, // 65: bagkeeper.store.v1.SnapshotRecord.session:type_name -> bagkeeper.store.v1.SessionRecord
+	50, // 66: bagkeeper.store.v1.SnapshotRecord.claimant:type_name -> bagkeeper.store.v1.ClaimantRecord
+	47, // 67: bagkeeper.store.v1.SnapshotRecord.divergence:type_name -> bagkeeper.store.v1.DivergenceRecord
+	14, // 68: bagkeeper.store.v1.SnapshotRecord.secret:type_name -> bagkeeper.store.v1.SecretRecord
+	66, // 69: bagkeeper.store.v1.SnapshotRecord.action:type_name -> bagkeeper.store.v1.ActionRecord
+	49, // 70: bagkeeper.store.v1.SessionRecord.results:type_name -> bagkeeper.store.v1.SessionResult
+	44, // 71: bagkeeper.store.v1.SessionResult.result:type_name -> bagkeeper.store.v1.Result
+	41, // 72: bagkeeper.store.v1.UnitExtraRecord.ports:type_name -> bagkeeper.store.v1.Port
+	67, // 73: bagkeeper.store.v1.UnitExtraRecord.history:type_name -> bagkeeper.store.v1.HookRecord
+	75, // 74: bagkeeper.store.v1.SnapshotHeader.leader_settings:type_name -> bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
+	55, // 75: bagkeeper.store.v1.SnapshotHeader.lease:type_name -> bagkeeper.store.v1.Lease
+	76, // 76: bagkeeper.store.v1.BagRecord.data:type_name -> bagkeeper.store.v1.BagRecord.DataEntry
+	1,  // 77: bagkeeper.store.v1.UnitRecord.state:type_name -> bagkeeper.store.v1.UnitState
+	77, // 78: bagkeeper.store.v1.CharmStateRecord.data:type_name -> bagkeeper.store.v1.CharmStateRecord.DataEntry
+	64, // 79: bagkeeper.store.v1.LogAction.lines:type_name -> bagkeeper.store.v1.ActionLogLine
+	64, // 80: bagkeeper.store.v1.FinishAction.lines:type_name -> bagkeeper.store.v1.ActionLogLine
+	64, // 81: bagkeeper.store.v1.ActionRecord.log:type_name -> bagkeeper.store.v1.ActionLogLine
+	67, // 82: bagkeeper.store.v1.RecordHook.record:type_name -> bagkeeper.store.v1.HookRecord
+	83, // [83:83] is the sub-list for method output_type
+	83, // [83:83] is the sub-list for method input_type
+	83, // [83:83] is the sub-list for extension type_name
+	83, // [83:83] is the sub-list for extension extendee
+	0,  // [0:83] is the sub-list for field type_name
 }
 
 func init() { file_raftstore_storepb_store_proto_init() }
@@ -6245,6 +6622,8 @@ func file_raftstore_storepb_store_proto_init() {
 		(*Op_StartAction)(nil),
 		(*Op_LogAction)(nil),
 		(*Op_FinishAction)(nil),
+		(*Op_RecordHook)(nil),
+		(*Op_RequestHookRetry)(nil),
 	}
 	file_raftstore_storepb_store_proto_msgTypes[44].OneofWrappers = []any{
 		(*SnapshotRecord_Header)(nil),
@@ -6268,7 +6647,7 @@ func file_raftstore_storepb_store_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftstore_storepb_store_proto_rawDesc), len(file_raftstore_storepb_store_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   73,
+			NumMessages:   76,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -299,8 +299,13 @@ type Unit struct {
 	WorkloadStatus  string `protobuf:"bytes,7,opt,name=workload_status,json=workloadStatus,proto3" json:"workload_status,omitempty"`
 	WorkloadMessage string `protobuf:"bytes,8,opt,name=workload_message,json=workloadMessage,proto3" json:"workload_message,omitempty"`
 	HookError       string `protobuf:"bytes,9,opt,name=hook_error,json=hookError,proto3" json:"hook_error,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// ---- failed hooks (numbers 140-159) ----
+	// For a failed hook: which attempt of consecutive failures of that hook
+	// failed last, and when the agent tries it again (0: unknown).
+	HookErrorAttempt             uint32 `protobuf:"varint,140,opt,name=hook_error_attempt,json=hookErrorAttempt,proto3" json:"hook_error_attempt,omitempty"`
+	HookErrorNextAttemptUnixNano int64  `protobuf:"varint,141,opt,name=hook_error_next_attempt_unix_nano,json=hookErrorNextAttemptUnixNano,proto3" json:"hook_error_next_attempt_unix_nano,omitempty"` // ---- end of failed hooks ----
+	unknownFields                protoimpl.UnknownFields
+	sizeCache                    protoimpl.SizeCache
 }
 
 func (x *Unit) Reset() {
@@ -394,6 +399,20 @@ func (x *Unit) GetHookError() string {
 		return x.HookError
 	}
 	return ""
+}
+
+func (x *Unit) GetHookErrorAttempt() uint32 {
+	if x != nil {
+		return x.HookErrorAttempt
+	}
+	return 0
+}
+
+func (x *Unit) GetHookErrorNextAttemptUnixNano() int64 {
+	if x != nil {
+		return x.HookErrorNextAttemptUnixNano
+	}
+	return 0
 }
 
 type Relation struct {
@@ -2536,6 +2555,565 @@ func (x *SnapshotChunk) GetData() []byte {
 	return nil
 }
 
+type RetryHookRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Unit          string                 `protobuf:"bytes,1,opt,name=unit,proto3" json:"unit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryHookRequest) Reset() {
+	*x = RetryHookRequest{}
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryHookRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryHookRequest) ProtoMessage() {}
+
+func (x *RetryHookRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryHookRequest.ProtoReflect.Descriptor instead.
+func (*RetryHookRequest) Descriptor() ([]byte, []int) {
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *RetryHookRequest) GetUnit() string {
+	if x != nil {
+		return x.Unit
+	}
+	return ""
+}
+
+type RetryHookResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The failed hook that will run again, and the attempt that failed last.
+	Hook          string `protobuf:"bytes,1,opt,name=hook,proto3" json:"hook,omitempty"`
+	Attempt       uint32 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Index         uint64 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryHookResponse) Reset() {
+	*x = RetryHookResponse{}
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryHookResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryHookResponse) ProtoMessage() {}
+
+func (x *RetryHookResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryHookResponse.ProtoReflect.Descriptor instead.
+func (*RetryHookResponse) Descriptor() ([]byte, []int) {
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *RetryHookResponse) GetHook() string {
+	if x != nil {
+		return x.Hook
+	}
+	return ""
+}
+
+func (x *RetryHookResponse) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *RetryHookResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+type ShowUnitRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Unit  string                 `protobuf:"bytes,1,opt,name=unit,proto3" json:"unit,omitempty"`
+	// Read this member's copy as it is, without confirming with the leader.
+	Stale         bool `protobuf:"varint,2,opt,name=stale,proto3" json:"stale,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShowUnitRequest) Reset() {
+	*x = ShowUnitRequest{}
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShowUnitRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShowUnitRequest) ProtoMessage() {}
+
+func (x *ShowUnitRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShowUnitRequest.ProtoReflect.Descriptor instead.
+func (*ShowUnitRequest) Descriptor() ([]byte, []int) {
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ShowUnitRequest) GetUnit() string {
+	if x != nil {
+		return x.Unit
+	}
+	return ""
+}
+
+func (x *ShowUnitRequest) GetStale() bool {
+	if x != nil {
+		return x.Stale
+	}
+	return false
+}
+
+// HookRecord is one hook of a unit's history.
+type HookRecord struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Hook            string                 `protobuf:"bytes,1,opt,name=hook,proto3" json:"hook,omitempty"`
+	Relation        string                 `protobuf:"bytes,2,opt,name=relation,proto3" json:"relation,omitempty"`
+	RemoteUnit      string                 `protobuf:"bytes,3,opt,name=remote_unit,json=remoteUnit,proto3" json:"remote_unit,omitempty"`
+	Ok              bool                   `protobuf:"varint,4,opt,name=ok,proto3" json:"ok,omitempty"`
+	ExitCode        int32                  `protobuf:"varint,5,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	Error           string                 `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	StartedUnixNano int64                  `protobuf:"varint,7,opt,name=started_unix_nano,json=startedUnixNano,proto3" json:"started_unix_nano,omitempty"`
+	DurationNanos   int64                  `protobuf:"varint,8,opt,name=duration_nanos,json=durationNanos,proto3" json:"duration_nanos,omitempty"`
+	// The raft member that ran it.
+	Member        string `protobuf:"bytes,9,opt,name=member,proto3" json:"member,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HookRecord) Reset() {
+	*x = HookRecord{}
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HookRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HookRecord) ProtoMessage() {}
+
+func (x *HookRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HookRecord.ProtoReflect.Descriptor instead.
+func (*HookRecord) Descriptor() ([]byte, []int) {
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *HookRecord) GetHook() string {
+	if x != nil {
+		return x.Hook
+	}
+	return ""
+}
+
+func (x *HookRecord) GetRelation() string {
+	if x != nil {
+		return x.Relation
+	}
+	return ""
+}
+
+func (x *HookRecord) GetRemoteUnit() string {
+	if x != nil {
+		return x.RemoteUnit
+	}
+	return ""
+}
+
+func (x *HookRecord) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *HookRecord) GetExitCode() int32 {
+	if x != nil {
+		return x.ExitCode
+	}
+	return 0
+}
+
+func (x *HookRecord) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *HookRecord) GetStartedUnixNano() int64 {
+	if x != nil {
+		return x.StartedUnixNano
+	}
+	return 0
+}
+
+func (x *HookRecord) GetDurationNanos() int64 {
+	if x != nil {
+		return x.DurationNanos
+	}
+	return 0
+}
+
+func (x *HookRecord) GetMember() string {
+	if x != nil {
+		return x.Member
+	}
+	return ""
+}
+
+// HookFailure is the hook a unit is failing.
+type HookFailure struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	Hook                string                 `protobuf:"bytes,1,opt,name=hook,proto3" json:"hook,omitempty"`
+	Message             string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	ExitCode            int32                  `protobuf:"varint,3,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	Attempt             uint32                 `protobuf:"varint,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	SinceUnixNano       int64                  `protobuf:"varint,5,opt,name=since_unix_nano,json=sinceUnixNano,proto3" json:"since_unix_nano,omitempty"`
+	NextAttemptUnixNano int64                  `protobuf:"varint,6,opt,name=next_attempt_unix_nano,json=nextAttemptUnixNano,proto3" json:"next_attempt_unix_nano,omitempty"`
+	// The last (at most 4 KiB) of what the hook wrote.
+	OutputTail    string `protobuf:"bytes,7,opt,name=output_tail,json=outputTail,proto3" json:"output_tail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HookFailure) Reset() {
+	*x = HookFailure{}
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HookFailure) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HookFailure) ProtoMessage() {}
+
+func (x *HookFailure) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HookFailure.ProtoReflect.Descriptor instead.
+func (*HookFailure) Descriptor() ([]byte, []int) {
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *HookFailure) GetHook() string {
+	if x != nil {
+		return x.Hook
+	}
+	return ""
+}
+
+func (x *HookFailure) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *HookFailure) GetExitCode() int32 {
+	if x != nil {
+		return x.ExitCode
+	}
+	return 0
+}
+
+func (x *HookFailure) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *HookFailure) GetSinceUnixNano() int64 {
+	if x != nil {
+		return x.SinceUnixNano
+	}
+	return 0
+}
+
+func (x *HookFailure) GetNextAttemptUnixNano() int64 {
+	if x != nil {
+		return x.NextAttemptUnixNano
+	}
+	return 0
+}
+
+func (x *HookFailure) GetOutputTail() string {
+	if x != nil {
+		return x.OutputTail
+	}
+	return ""
+}
+
+// OpenPort is a port range (8080/tcp, 9000-9010/udp, icmp) the unit
+// opened, for one endpoint ("" = all).
+type OpenPort struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Endpoint      string                 `protobuf:"bytes,1,opt,name=endpoint,proto3" json:"endpoint,omitempty"`
+	Range         string                 `protobuf:"bytes,2,opt,name=range,proto3" json:"range,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpenPort) Reset() {
+	*x = OpenPort{}
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpenPort) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpenPort) ProtoMessage() {}
+
+func (x *OpenPort) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpenPort.ProtoReflect.Descriptor instead.
+func (*OpenPort) Descriptor() ([]byte, []int) {
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *OpenPort) GetEndpoint() string {
+	if x != nil {
+		return x.Endpoint
+	}
+	return ""
+}
+
+func (x *OpenPort) GetRange() string {
+	if x != nil {
+		return x.Range
+	}
+	return ""
+}
+
+type ShowUnitResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The unit as StatusResponse lists it.
+	Unit *Unit `protobuf:"bytes,1,opt,name=unit,proto3" json:"unit,omitempty"`
+	// The unit holds the leadership lease.
+	Leader bool `protobuf:"varint,2,opt,name=leader,proto3" json:"leader,omitempty"`
+	// An active unit whose holding member does not answer (or is no member
+	// any more): its pod is gone or cut off.
+	Lost bool `protobuf:"varint,3,opt,name=lost,proto3" json:"lost,omitempty"`
+	// Set while a hook is failing.
+	HookFailure *HookFailure `protobuf:"bytes,4,opt,name=hook_failure,json=hookFailure,proto3" json:"hook_failure,omitempty"`
+	// The last hooks, oldest first.
+	History []*HookRecord `protobuf:"bytes,5,rep,name=history,proto3" json:"history,omitempty"`
+	// Its bags, relation by relation.
+	Bags []*Bag `protobuf:"bytes,6,rep,name=bags,proto3" json:"bags,omitempty"`
+	// Its charm state (state-get).
+	CharmState map[string]string `protobuf:"bytes,7,rep,name=charm_state,json=charmState,proto3" json:"charm_state,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The leader settings, when the unit is the leader.
+	LeaderSettings  map[string]string `protobuf:"bytes,8,rep,name=leader_settings,json=leaderSettings,proto3" json:"leader_settings,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Ports           []*OpenPort       `protobuf:"bytes,9,rep,name=ports,proto3" json:"ports,omitempty"`
+	WorkloadVersion string            `protobuf:"bytes,10,opt,name=workload_version,json=workloadVersion,proto3" json:"workload_version,omitempty"`
+	// The raft index of the state read.
+	Index uint64 `protobuf:"varint,11,opt,name=index,proto3" json:"index,omitempty"`
+	// For a stale read: why this member is not ready (it may be behind).
+	NotReadyReason string `protobuf:"bytes,12,opt,name=not_ready_reason,json=notReadyReason,proto3" json:"not_ready_reason,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ShowUnitResponse) Reset() {
+	*x = ShowUnitResponse{}
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShowUnitResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShowUnitResponse) ProtoMessage() {}
+
+func (x *ShowUnitResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShowUnitResponse.ProtoReflect.Descriptor instead.
+func (*ShowUnitResponse) Descriptor() ([]byte, []int) {
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ShowUnitResponse) GetUnit() *Unit {
+	if x != nil {
+		return x.Unit
+	}
+	return nil
+}
+
+func (x *ShowUnitResponse) GetLeader() bool {
+	if x != nil {
+		return x.Leader
+	}
+	return false
+}
+
+func (x *ShowUnitResponse) GetLost() bool {
+	if x != nil {
+		return x.Lost
+	}
+	return false
+}
+
+func (x *ShowUnitResponse) GetHookFailure() *HookFailure {
+	if x != nil {
+		return x.HookFailure
+	}
+	return nil
+}
+
+func (x *ShowUnitResponse) GetHistory() []*HookRecord {
+	if x != nil {
+		return x.History
+	}
+	return nil
+}
+
+func (x *ShowUnitResponse) GetBags() []*Bag {
+	if x != nil {
+		return x.Bags
+	}
+	return nil
+}
+
+func (x *ShowUnitResponse) GetCharmState() map[string]string {
+	if x != nil {
+		return x.CharmState
+	}
+	return nil
+}
+
+func (x *ShowUnitResponse) GetLeaderSettings() map[string]string {
+	if x != nil {
+		return x.LeaderSettings
+	}
+	return nil
+}
+
+func (x *ShowUnitResponse) GetPorts() []*OpenPort {
+	if x != nil {
+		return x.Ports
+	}
+	return nil
+}
+
+func (x *ShowUnitResponse) GetWorkloadVersion() string {
+	if x != nil {
+		return x.WorkloadVersion
+	}
+	return ""
+}
+
+func (x *ShowUnitResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *ShowUnitResponse) GetNotReadyReason() string {
+	if x != nil {
+		return x.NotReadyReason
+	}
+	return ""
+}
+
 var File_sidecar_adminpb_admin_proto protoreflect.FileDescriptor
 
 const file_sidecar_adminpb_admin_proto_rawDesc = "" +
@@ -2566,7 +3144,7 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"\bClaimant\x12\x16\n" +
 	"\x06member\x18\x01 \x01(\tR\x06member\x12\x10\n" +
 	"\x03pod\x18\x02 \x01(\tR\x03pod\x12&\n" +
-	"\x0fsince_unix_nano\x18\x03 \x01(\x03R\rsinceUnixNano\"\x8d\x02\n" +
+	"\x0fsince_unix_nano\x18\x03 \x01(\x03R\rsinceUnixNano\"\x86\x03\n" +
 	"\x04Unit\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x16\n" +
@@ -2577,7 +3155,9 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"\x0fworkload_status\x18\a \x01(\tR\x0eworkloadStatus\x12)\n" +
 	"\x10workload_message\x18\b \x01(\tR\x0fworkloadMessage\x12\x1d\n" +
 	"\n" +
-	"hook_error\x18\t \x01(\tR\thookError\"\xde\x02\n" +
+	"hook_error\x18\t \x01(\tR\thookError\x12-\n" +
+	"\x12hook_error_attempt\x18\x8c\x01 \x01(\rR\x10hookErrorAttempt\x12H\n" +
+	"!hook_error_next_attempt_unix_nano\x18\x8d\x01 \x01(\x03R\x1chookErrorNextAttemptUnixNano\"\xde\x02\n" +
 	"\bRelation\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x1c\n" +
@@ -2751,8 +3331,61 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x03 \x01(\tR\tclusterId\x12\x12\n" +
-	"\x04data\x18\x04 \x01(\fR\x04data2\xb8\n" +
+	"\x04data\x18\x04 \x01(\fR\x04data\"&\n" +
+	"\x10RetryHookRequest\x12\x12\n" +
+	"\x04unit\x18\x01 \x01(\tR\x04unit\"W\n" +
+	"\x11RetryHookResponse\x12\x12\n" +
+	"\x04hook\x18\x01 \x01(\tR\x04hook\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x14\n" +
+	"\x05index\x18\x03 \x01(\x04R\x05index\";\n" +
+	"\x0fShowUnitRequest\x12\x12\n" +
+	"\x04unit\x18\x01 \x01(\tR\x04unit\x12\x14\n" +
+	"\x05stale\x18\x02 \x01(\bR\x05stale\"\x8b\x02\n" +
 	"\n" +
+	"HookRecord\x12\x12\n" +
+	"\x04hook\x18\x01 \x01(\tR\x04hook\x12\x1a\n" +
+	"\brelation\x18\x02 \x01(\tR\brelation\x12\x1f\n" +
+	"\vremote_unit\x18\x03 \x01(\tR\n" +
+	"remoteUnit\x12\x0e\n" +
+	"\x02ok\x18\x04 \x01(\bR\x02ok\x12\x1b\n" +
+	"\texit_code\x18\x05 \x01(\x05R\bexitCode\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\x12*\n" +
+	"\x11started_unix_nano\x18\a \x01(\x03R\x0fstartedUnixNano\x12%\n" +
+	"\x0eduration_nanos\x18\b \x01(\x03R\rdurationNanos\x12\x16\n" +
+	"\x06member\x18\t \x01(\tR\x06member\"\xf0\x01\n" +
+	"\vHookFailure\x12\x12\n" +
+	"\x04hook\x18\x01 \x01(\tR\x04hook\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1b\n" +
+	"\texit_code\x18\x03 \x01(\x05R\bexitCode\x12\x18\n" +
+	"\aattempt\x18\x04 \x01(\rR\aattempt\x12&\n" +
+	"\x0fsince_unix_nano\x18\x05 \x01(\x03R\rsinceUnixNano\x123\n" +
+	"\x16next_attempt_unix_nano\x18\x06 \x01(\x03R\x13nextAttemptUnixNano\x12\x1f\n" +
+	"\voutput_tail\x18\a \x01(\tR\n" +
+	"outputTail\"<\n" +
+	"\bOpenPort\x12\x1a\n" +
+	"\bendpoint\x18\x01 \x01(\tR\bendpoint\x12\x14\n" +
+	"\x05range\x18\x02 \x01(\tR\x05range\"\xf2\x05\n" +
+	"\x10ShowUnitResponse\x12,\n" +
+	"\x04unit\x18\x01 \x01(\v2\x18.bagkeeper.admin.v1.UnitR\x04unit\x12\x16\n" +
+	"\x06leader\x18\x02 \x01(\bR\x06leader\x12\x12\n" +
+	"\x04lost\x18\x03 \x01(\bR\x04lost\x12B\n" +
+	"\fhook_failure\x18\x04 \x01(\v2\x1f.bagkeeper.admin.v1.HookFailureR\vhookFailure\x128\n" +
+	"\ahistory\x18\x05 \x03(\v2\x1e.bagkeeper.admin.v1.HookRecordR\ahistory\x12+\n" +
+	"\x04bags\x18\x06 \x03(\v2\x17.bagkeeper.admin.v1.BagR\x04bags\x12U\n" +
+	"\vcharm_state\x18\a \x03(\v24.bagkeeper.admin.v1.ShowUnitResponse.CharmStateEntryR\n" +
+	"charmState\x12a\n" +
+	"\x0fleader_settings\x18\b \x03(\v28.bagkeeper.admin.v1.ShowUnitResponse.LeaderSettingsEntryR\x0eleaderSettings\x122\n" +
+	"\x05ports\x18\t \x03(\v2\x1c.bagkeeper.admin.v1.OpenPortR\x05ports\x12)\n" +
+	"\x10workload_version\x18\n" +
+	" \x01(\tR\x0fworkloadVersion\x12\x14\n" +
+	"\x05index\x18\v \x01(\x04R\x05index\x12(\n" +
+	"\x10not_ready_reason\x18\f \x01(\tR\x0enotReadyReason\x1a=\n" +
+	"\x0fCharmStateEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aA\n" +
+	"\x13LeaderSettingsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\xe9\v\n" +
 	"\x05Admin\x12O\n" +
 	"\x06Status\x12!.bagkeeper.admin.v1.StatusRequest\x1a\".bagkeeper.admin.v1.StatusResponse\x12R\n" +
 	"\aGetBags\x12\".bagkeeper.admin.v1.GetBagsRequest\x1a#.bagkeeper.admin.v1.GetBagsResponse\x12O\n" +
@@ -2768,7 +3401,9 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"\vListActions\x12&.bagkeeper.admin.v1.ListActionsRequest\x1a'.bagkeeper.admin.v1.ListActionsResponse\x12s\n" +
 	"\x12TransferLeadership\x12-.bagkeeper.admin.v1.TransferLeadershipRequest\x1a..bagkeeper.admin.v1.TransferLeadershipResponse\x12g\n" +
 	"\x0eRemoveRelation\x12).bagkeeper.admin.v1.RemoveRelationRequest\x1a*.bagkeeper.admin.v1.RemoveRelationResponse\x12\\\n" +
-	"\fSaveSnapshot\x12'.bagkeeper.admin.v1.SaveSnapshotRequest\x1a!.bagkeeper.admin.v1.SnapshotChunk0\x01B0Z.github.com/bagkeeper/bagkeeper/sidecar/adminpbb\x06proto3"
+	"\fSaveSnapshot\x12'.bagkeeper.admin.v1.SaveSnapshotRequest\x1a!.bagkeeper.admin.v1.SnapshotChunk0\x01\x12X\n" +
+	"\tRetryHook\x12$.bagkeeper.admin.v1.RetryHookRequest\x1a%.bagkeeper.admin.v1.RetryHookResponse\x12U\n" +
+	"\bShowUnit\x12#.bagkeeper.admin.v1.ShowUnitRequest\x1a$.bagkeeper.admin.v1.ShowUnitResponseB0Z.github.com/bagkeeper/bagkeeper/sidecar/adminpbb\x06proto3"
 
 var (
 	file_sidecar_adminpb_admin_proto_rawDescOnce sync.Once
@@ -2782,7 +3417,7 @@ func file_sidecar_adminpb_admin_proto_rawDescGZIP() []byte {
 	return file_sidecar_adminpb_admin_proto_rawDescData
 }
 
-var file_sidecar_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_sidecar_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_sidecar_adminpb_admin_proto_goTypes = []any{
 	(*StatusRequest)(nil),              // 0: bagkeeper.admin.v1.StatusRequest
 	(*Member)(nil),                     // 1: bagkeeper.admin.v1.Member
@@ -2821,8 +3456,17 @@ var file_sidecar_adminpb_admin_proto_goTypes = []any{
 	(*RemoveRelationResponse)(nil),     // 34: bagkeeper.admin.v1.RemoveRelationResponse
 	(*SaveSnapshotRequest)(nil),        // 35: bagkeeper.admin.v1.SaveSnapshotRequest
 	(*SnapshotChunk)(nil),              // 36: bagkeeper.admin.v1.SnapshotChunk
-	nil,                                // 37: bagkeeper.admin.v1.Bag.DataEntry
-	nil,                                // 38: bagkeeper.admin.v1.SetBagRequest.SetEntry
+	(*RetryHookRequest)(nil),           // 37: bagkeeper.admin.v1.RetryHookRequest
+	(*RetryHookResponse)(nil),          // 38: bagkeeper.admin.v1.RetryHookResponse
+	(*ShowUnitRequest)(nil),            // 39: bagkeeper.admin.v1.ShowUnitRequest
+	(*HookRecord)(nil),                 // 40: bagkeeper.admin.v1.HookRecord
+	(*HookFailure)(nil),                // 41: bagkeeper.admin.v1.HookFailure
+	(*OpenPort)(nil),                   // 42: bagkeeper.admin.v1.OpenPort
+	(*ShowUnitResponse)(nil),           // 43: bagkeeper.admin.v1.ShowUnitResponse
+	nil,                                // 44: bagkeeper.admin.v1.Bag.DataEntry
+	nil,                                // 45: bagkeeper.admin.v1.SetBagRequest.SetEntry
+	nil,                                // 46: bagkeeper.admin.v1.ShowUnitResponse.CharmStateEntry
+	nil,                                // 47: bagkeeper.admin.v1.ShowUnitResponse.LeaderSettingsEntry
 }
 var file_sidecar_adminpb_admin_proto_depIdxs = []int32{
 	5,  // 0: bagkeeper.admin.v1.Relation.stream:type_name -> bagkeeper.admin.v1.RelationStream
@@ -2830,48 +3474,59 @@ var file_sidecar_adminpb_admin_proto_depIdxs = []int32{
 	3,  // 2: bagkeeper.admin.v1.StatusResponse.units:type_name -> bagkeeper.admin.v1.Unit
 	4,  // 3: bagkeeper.admin.v1.StatusResponse.relations:type_name -> bagkeeper.admin.v1.Relation
 	2,  // 4: bagkeeper.admin.v1.StatusResponse.waiting:type_name -> bagkeeper.admin.v1.Claimant
-	37, // 5: bagkeeper.admin.v1.Bag.data:type_name -> bagkeeper.admin.v1.Bag.DataEntry
+	44, // 5: bagkeeper.admin.v1.Bag.data:type_name -> bagkeeper.admin.v1.Bag.DataEntry
 	8,  // 6: bagkeeper.admin.v1.GetBagsResponse.bags:type_name -> bagkeeper.admin.v1.Bag
-	38, // 7: bagkeeper.admin.v1.SetBagRequest.set:type_name -> bagkeeper.admin.v1.SetBagRequest.SetEntry
+	45, // 7: bagkeeper.admin.v1.SetBagRequest.set:type_name -> bagkeeper.admin.v1.SetBagRequest.SetEntry
 	18, // 8: bagkeeper.admin.v1.PlanRecoveryRequest.survivors:type_name -> bagkeeper.admin.v1.Survivor
 	20, // 9: bagkeeper.admin.v1.RecoveryPlan.survivors:type_name -> bagkeeper.admin.v1.PlannedSurvivor
 	18, // 10: bagkeeper.admin.v1.StageRecoveryRequest.survivors:type_name -> bagkeeper.admin.v1.Survivor
 	21, // 11: bagkeeper.admin.v1.StageRecoveryResponse.plan:type_name -> bagkeeper.admin.v1.RecoveryPlan
 	30, // 12: bagkeeper.admin.v1.ListActionsResponse.actions:type_name -> bagkeeper.admin.v1.Action
 	29, // 13: bagkeeper.admin.v1.Action.log:type_name -> bagkeeper.admin.v1.ActionLogLine
-	0,  // 14: bagkeeper.admin.v1.Admin.Status:input_type -> bagkeeper.admin.v1.StatusRequest
-	7,  // 15: bagkeeper.admin.v1.Admin.GetBags:input_type -> bagkeeper.admin.v1.GetBagsRequest
-	10, // 16: bagkeeper.admin.v1.Admin.SetBag:input_type -> bagkeeper.admin.v1.SetBagRequest
-	12, // 17: bagkeeper.admin.v1.Admin.EnsureRelation:input_type -> bagkeeper.admin.v1.EnsureRelationRequest
-	14, // 18: bagkeeper.admin.v1.Admin.RemoveUnit:input_type -> bagkeeper.admin.v1.RemoveUnitRequest
-	16, // 19: bagkeeper.admin.v1.Admin.RemoveMember:input_type -> bagkeeper.admin.v1.RemoveMemberRequest
-	19, // 20: bagkeeper.admin.v1.Admin.PlanRecovery:input_type -> bagkeeper.admin.v1.PlanRecoveryRequest
-	22, // 21: bagkeeper.admin.v1.Admin.StageRecovery:input_type -> bagkeeper.admin.v1.StageRecoveryRequest
-	24, // 22: bagkeeper.admin.v1.Admin.EnqueueAction:input_type -> bagkeeper.admin.v1.EnqueueActionRequest
-	26, // 23: bagkeeper.admin.v1.Admin.GetAction:input_type -> bagkeeper.admin.v1.GetActionRequest
-	27, // 24: bagkeeper.admin.v1.Admin.ListActions:input_type -> bagkeeper.admin.v1.ListActionsRequest
-	31, // 25: bagkeeper.admin.v1.Admin.TransferLeadership:input_type -> bagkeeper.admin.v1.TransferLeadershipRequest
-	33, // 26: bagkeeper.admin.v1.Admin.RemoveRelation:input_type -> bagkeeper.admin.v1.RemoveRelationRequest
-	35, // 27: bagkeeper.admin.v1.Admin.SaveSnapshot:input_type -> bagkeeper.admin.v1.SaveSnapshotRequest
-	6,  // 28: bagkeeper.admin.v1.Admin.Status:output_type -> bagkeeper.admin.v1.StatusResponse
-	9,  // 29: bagkeeper.admin.v1.Admin.GetBags:output_type -> bagkeeper.admin.v1.GetBagsResponse
-	11, // 30: bagkeeper.admin.v1.Admin.SetBag:output_type -> bagkeeper.admin.v1.SetBagResponse
-	13, // 31: bagkeeper.admin.v1.Admin.EnsureRelation:output_type -> bagkeeper.admin.v1.EnsureRelationResponse
-	15, // 32: bagkeeper.admin.v1.Admin.RemoveUnit:output_type -> bagkeeper.admin.v1.RemoveUnitResponse
-	17, // 33: bagkeeper.admin.v1.Admin.RemoveMember:output_type -> bagkeeper.admin.v1.RemoveMemberResponse
-	21, // 34: bagkeeper.admin.v1.Admin.PlanRecovery:output_type -> bagkeeper.admin.v1.RecoveryPlan
-	23, // 35: bagkeeper.admin.v1.Admin.StageRecovery:output_type -> bagkeeper.admin.v1.StageRecoveryResponse
-	25, // 36: bagkeeper.admin.v1.Admin.EnqueueAction:output_type -> bagkeeper.admin.v1.EnqueueActionResponse
-	30, // 37: bagkeeper.admin.v1.Admin.GetAction:output_type -> bagkeeper.admin.v1.Action
-	28, // 38: bagkeeper.admin.v1.Admin.ListActions:output_type -> bagkeeper.admin.v1.ListActionsResponse
-	32, // 39: bagkeeper.admin.v1.Admin.TransferLeadership:output_type -> bagkeeper.admin.v1.TransferLeadershipResponse
-	34, // 40: bagkeeper.admin.v1.Admin.RemoveRelation:output_type -> bagkeeper.admin.v1.RemoveRelationResponse
-	36, // 41: bagkeeper.admin.v1.Admin.SaveSnapshot:output_type -> bagkeeper.admin.v1.SnapshotChunk
-	28, // [28:42] is the sub-list for method output_type
-	14, // [14:28] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	3,  // 14: bagkeeper.admin.v1.ShowUnitResponse.unit:type_name -> bagkeeper.admin.v1.Unit
+	41, // 15: bagkeeper.admin.v1.ShowUnitResponse.hook_failure:type_name -> bagkeeper.admin.v1.HookFailure
+	40, // 16: bagkeeper.admin.v1.ShowUnitResponse.history:type_name -> bagkeeper.admin.v1.HookRecord
+	8,  // 17: bagkeeper.admin.v1.ShowUnitResponse.bags:type_name -> bagkeeper.admin.v1.Bag
+	46, // 18: bagkeeper.admin.v1.ShowUnitResponse.charm_state:type_name -> bagkeeper.admin.v1.ShowUnitResponse.CharmStateEntry
+	47, // 19: bagkeeper.admin.v1.ShowUnitResponse.leader_settings:type_name -> bagkeeper.admin.v1.ShowUnitResponse.LeaderSettingsEntry
+	42, // 20: bagkeeper.admin.v1.ShowUnitResponse.ports:type_name -> bagkeeper.admin.v1.OpenPort
+	0,  // 21: bagkeeper.admin.v1.Admin.Status:input_type -> bagkeeper.admin.v1.StatusRequest
+	7,  // 22: bagkeeper.admin.v1.Admin.GetBags:input_type -> bagkeeper.admin.v1.GetBagsRequest
+	10, // 23: bagkeeper.admin.v1.Admin.SetBag:input_type -> bagkeeper.admin.v1.SetBagRequest
+	12, // 24: bagkeeper.admin.v1.Admin.EnsureRelation:input_type -> bagkeeper.admin.v1.EnsureRelationRequest
+	14, // 25: bagkeeper.admin.v1.Admin.RemoveUnit:input_type -> bagkeeper.admin.v1.RemoveUnitRequest
+	16, // 26: bagkeeper.admin.v1.Admin.RemoveMember:input_type -> bagkeeper.admin.v1.RemoveMemberRequest
+	19, // 27: bagkeeper.admin.v1.Admin.PlanRecovery:input_type -> bagkeeper.admin.v1.PlanRecoveryRequest
+	22, // 28: bagkeeper.admin.v1.Admin.StageRecovery:input_type -> bagkeeper.admin.v1.StageRecoveryRequest
+	24, // 29: bagkeeper.admin.v1.Admin.EnqueueAction:input_type -> bagkeeper.admin.v1.EnqueueActionRequest
+	26, // 30: bagkeeper.admin.v1.Admin.GetAction:input_type -> bagkeeper.admin.v1.GetActionRequest
+	27, // 31: bagkeeper.admin.v1.Admin.ListActions:input_type -> bagkeeper.admin.v1.ListActionsRequest
+	31, // 32: bagkeeper.admin.v1.Admin.TransferLeadership:input_type -> bagkeeper.admin.v1.TransferLeadershipRequest
+	33, // 33: bagkeeper.admin.v1.Admin.RemoveRelation:input_type -> bagkeeper.admin.v1.RemoveRelationRequest
+	35, // 34: bagkeeper.admin.v1.Admin.SaveSnapshot:input_type -> bagkeeper.admin.v1.SaveSnapshotRequest
+	37, // 35: bagkeeper.admin.v1.Admin.RetryHook:input_type -> bagkeeper.admin.v1.RetryHookRequest
+	39, // 36: bagkeeper.admin.v1.Admin.ShowUnit:input_type -> bagkeeper.admin.v1.ShowUnitRequest
+	6,  // 37: bagkeeper.admin.v1.Admin.Status:output_type -> bagkeeper.admin.v1.StatusResponse
+	9,  // 38: bagkeeper.admin.v1.Admin.GetBags:output_type -> bagkeeper.admin.v1.GetBagsResponse
+	11, // 39: bagkeeper.admin.v1.Admin.SetBag:output_type -> bagkeeper.admin.v1.SetBagResponse
+	13, // 40: bagkeeper.admin.v1.Admin.EnsureRelation:output_type -> bagkeeper.admin.v1.EnsureRelationResponse
+	15, // 41: bagkeeper.admin.v1.Admin.RemoveUnit:output_type -> bagkeeper.admin.v1.RemoveUnitResponse
+	17, // 42: bagkeeper.admin.v1.Admin.RemoveMember:output_type -> bagkeeper.admin.v1.RemoveMemberResponse
+	21, // 43: bagkeeper.admin.v1.Admin.PlanRecovery:output_type -> bagkeeper.admin.v1.RecoveryPlan
+	23, // 44: bagkeeper.admin.v1.Admin.StageRecovery:output_type -> bagkeeper.admin.v1.StageRecoveryResponse
+	25, // 45: bagkeeper.admin.v1.Admin.EnqueueAction:output_type -> bagkeeper.admin.v1.EnqueueActionResponse
+	30, // 46: bagkeeper.admin.v1.Admin.GetAction:output_type -> bagkeeper.admin.v1.Action
+	28, // 47: bagkeeper.admin.v1.Admin.ListActions:output_type -> bagkeeper.admin.v1.ListActionsResponse
+	32, // 48: bagkeeper.admin.v1.Admin.TransferLeadership:output_type -> bagkeeper.admin.v1.TransferLeadershipResponse
+	34, // 49: bagkeeper.admin.v1.Admin.RemoveRelation:output_type -> bagkeeper.admin.v1.RemoveRelationResponse
+	36, // 50: bagkeeper.admin.v1.Admin.SaveSnapshot:output_type -> bagkeeper.admin.v1.SnapshotChunk
+	38, // 51: bagkeeper.admin.v1.Admin.RetryHook:output_type -> bagkeeper.admin.v1.RetryHookResponse
+	43, // 52: bagkeeper.admin.v1.Admin.ShowUnit:output_type -> bagkeeper.admin.v1.ShowUnitResponse
+	37, // [37:53] is the sub-list for method output_type
+	21, // [21:37] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_sidecar_adminpb_admin_proto_init() }
@@ -2885,7 +3540,7 @@ func file_sidecar_adminpb_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sidecar_adminpb_admin_proto_rawDesc), len(file_sidecar_adminpb_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   39,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

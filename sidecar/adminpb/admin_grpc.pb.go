@@ -38,6 +38,8 @@ const (
 	Admin_TransferLeadership_FullMethodName = "/bagkeeper.admin.v1.Admin/TransferLeadership"
 	Admin_RemoveRelation_FullMethodName     = "/bagkeeper.admin.v1.Admin/RemoveRelation"
 	Admin_SaveSnapshot_FullMethodName       = "/bagkeeper.admin.v1.Admin/SaveSnapshot"
+	Admin_RetryHook_FullMethodName          = "/bagkeeper.admin.v1.Admin/RetryHook"
+	Admin_ShowUnit_FullMethodName           = "/bagkeeper.admin.v1.Admin/ShowUnit"
 )
 
 // AdminClient is the client API for Admin service.
@@ -94,6 +96,16 @@ type AdminClient interface {
 	// the file's size and header fields, every message a piece of the file,
 	// in order.
 	SaveSnapshot(ctx context.Context, in *SaveSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[SnapshotChunk], error)
+	// ---- failed hooks ----
+	// RetryHook asks the agent holding a unit to run its failed hook again
+	// now instead of waiting out its backoff (Juju's resolved): it commits a
+	// retry request that agent watches. Refused (NotFound,
+	// FailedPrecondition) when the unit does not exist, was removed, or has
+	// no failed hook.
+	RetryHook(ctx context.Context, in *RetryHookRequest, opts ...grpc.CallOption) (*RetryHookResponse, error)
+	// ShowUnit returns everything known of one unit, read from one version
+	// of the state (linearizable unless stale).
+	ShowUnit(ctx context.Context, in *ShowUnitRequest, opts ...grpc.CallOption) (*ShowUnitResponse, error)
 }
 
 type adminClient struct {
@@ -253,6 +265,26 @@ func (c *adminClient) SaveSnapshot(ctx context.Context, in *SaveSnapshotRequest,
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Admin_SaveSnapshotClient = grpc.ServerStreamingClient[SnapshotChunk]
 
+func (c *adminClient) RetryHook(ctx context.Context, in *RetryHookRequest, opts ...grpc.CallOption) (*RetryHookResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RetryHookResponse)
+	err := c.cc.Invoke(ctx, Admin_RetryHook_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ShowUnit(ctx context.Context, in *ShowUnitRequest, opts ...grpc.CallOption) (*ShowUnitResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ShowUnitResponse)
+	err := c.cc.Invoke(ctx, Admin_ShowUnit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -307,6 +339,16 @@ type AdminServer interface {
 	// the file's size and header fields, every message a piece of the file,
 	// in order.
 	SaveSnapshot(*SaveSnapshotRequest, grpc.ServerStreamingServer[SnapshotChunk]) error
+	// ---- failed hooks ----
+	// RetryHook asks the agent holding a unit to run its failed hook again
+	// now instead of waiting out its backoff (Juju's resolved): it commits a
+	// retry request that agent watches. Refused (NotFound,
+	// FailedPrecondition) when the unit does not exist, was removed, or has
+	// no failed hook.
+	RetryHook(context.Context, *RetryHookRequest) (*RetryHookResponse, error)
+	// ShowUnit returns everything known of one unit, read from one version
+	// of the state (linearizable unless stale).
+	ShowUnit(context.Context, *ShowUnitRequest) (*ShowUnitResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -358,6 +400,12 @@ func (UnimplementedAdminServer) RemoveRelation(context.Context, *RemoveRelationR
 }
 func (UnimplementedAdminServer) SaveSnapshot(*SaveSnapshotRequest, grpc.ServerStreamingServer[SnapshotChunk]) error {
 	return status.Error(codes.Unimplemented, "method SaveSnapshot not implemented")
+}
+func (UnimplementedAdminServer) RetryHook(context.Context, *RetryHookRequest) (*RetryHookResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RetryHook not implemented")
+}
+func (UnimplementedAdminServer) ShowUnit(context.Context, *ShowUnitRequest) (*ShowUnitResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ShowUnit not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -625,6 +673,42 @@ func _Admin_SaveSnapshot_Handler(srv interface{}, stream grpc.ServerStream) erro
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Admin_SaveSnapshotServer = grpc.ServerStreamingServer[SnapshotChunk]
 
+func _Admin_RetryHook_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RetryHookRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).RetryHook(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_RetryHook_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).RetryHook(ctx, req.(*RetryHookRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ShowUnit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ShowUnitRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ShowUnit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ShowUnit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ShowUnit(ctx, req.(*ShowUnitRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -683,6 +767,14 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RemoveRelation",
 			Handler:    _Admin_RemoveRelation_Handler,
+		},
+		{
+			MethodName: "RetryHook",
+			Handler:    _Admin_RetryHook_Handler,
+		},
+		{
+			MethodName: "ShowUnit",
+			Handler:    _Admin_ShowUnit_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
