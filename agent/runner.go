@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -29,6 +30,15 @@ type HookRun struct {
 	// Env holds the JUJU_* variables (PATH is added by the runner, with
 	// its tools directory first).
 	Env map[string]string
+
+	// ---- exec (exec.go) ----
+	// Command, when set, is run with /bin/sh -c in the charm directory
+	// instead of the charm's hook (bagkeeper exec); its output is kept as
+	// an action's is.
+	Command string
+	// Timeout, when set, kills the run (its process group) after this long.
+	Timeout time.Duration
+	// ---- end of exec ----
 }
 
 // HookResult is how a hook ended. Err means it could not run or was
@@ -132,15 +142,22 @@ func (r LocalRunner) Run(ctx context.Context, h HookRun) HookResult {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	path, err := hookPath(h.Dir, h.Hook)
-	if err != nil {
-		return HookResult{Err: err}
+	var cmd *exec.Cmd
+	if h.Command != "" {
+		cmd = exec.Command("/bin/sh", "-c", h.Command)
+	} else {
+		path, err := hookPath(h.Dir, h.Hook)
+		if err != nil {
+			return HookResult{Err: err}
+		}
+		if path == "" {
+			logger.Debug("charm has no handler for the hook; skipped", "hook", h.Hook)
+			return HookResult{}
+		}
+		cmd = exec.Command(path)
 	}
-	if path == "" {
-		logger.Debug("charm has no handler for the hook; skipped", "hook", h.Hook)
-		return HookResult{}
-	}
-	cmd := exec.Command(path)
+	path := cmd.Path
+	var err error
 	cmd.Dir = h.Dir
 	cmd.Env = envList(h.Env, r.ToolsDir)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -167,6 +184,14 @@ func (r LocalRunner) Run(ctx context.Context, h HookRun) HookResult {
 		_, _ = io.Copy(io.Discard, out) // past a line too long to log
 	}()
 	done := make(chan struct{})
+	var timedOut atomic.Bool
+	if h.Timeout > 0 {
+		timer := time.AfterFunc(h.Timeout, func() {
+			timedOut.Store(true)
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		})
+		defer timer.Stop()
+	}
 	go func() {
 		killAfter := r.KillAfter
 		if killAfter <= 0 {
@@ -195,6 +220,9 @@ func (r LocalRunner) Run(ctx context.Context, h HookRun) HookResult {
 	res := capture.result()
 	var ee *exec.ExitError
 	switch {
+	case timedOut.Load():
+		res.Err = fmt.Errorf("timed out after %s", h.Timeout)
+		return res
 	case err == nil:
 		return res
 	case errors.As(err, &ee):
@@ -281,7 +309,7 @@ func (r *RemoteRunner) Run(ctx context.Context, h HookRun) HookResult {
 		r.mu.Unlock()
 	}()
 	select {
-	case stream <- &toolpb.HookAssignment{ContextId: h.ContextID, Hook: h.Hook, Env: h.Env}:
+	case stream <- &toolpb.HookAssignment{ContextId: h.ContextID, Hook: h.Hook, Env: h.Env, Command: h.Command, TimeoutMs: h.Timeout.Milliseconds()}:
 	case <-gone:
 		return HookResult{Err: errors.New("hook runner disconnected")}
 	case <-ctx.Done():
