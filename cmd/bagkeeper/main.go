@@ -12,6 +12,7 @@
 //	bagkeeper hook-runner    run hooks in another container of the pod
 //	bagkeeper install-tools  link the hook tools into a directory
 //	bagkeeper install        copy the binaries and the charm into a pod's shared volumes
+//	bagkeeper exec           run a command in a unit's hook context
 //	bagkeeper completion     print a bash or zsh completion script
 //	bagkeeper version        print the version
 package main
@@ -56,6 +57,7 @@ func commands() []command {
 		{"hook-runner", "run the charm's hooks in this container for the pod's unit agent", cmdHookRunner},
 		{"install-tools", "link the Juju hook tools into a directory", cmdInstallTools},
 		{"install", "copy the binaries and the charm into a pod's shared volumes (init containers)", cmdInstall},
+		{"exec", "exec UNIT -- CMD: run a command in a unit's hook context", cmdExec},
 		{"completion", "completion bash|zsh: a shell completion script", cmdCompletion},
 		{"version", "print the version", func(e *env, _ []string) error { fmt.Fprintln(e.stdout, "bagkeeper", version); return nil }},
 	}
@@ -66,8 +68,14 @@ func main() {
 	os.Exit(runMain(e, os.Args[1:]))
 }
 
+// exitStatus is an error that only sets the exit status: the command has
+// said what it had to (exec exits with its command's status).
+type exitStatus int
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
 // runMain runs one command and returns the exit status: 0 success,
-// 1 failure, 2 bad usage.
+// 1 failure, 2 bad usage (exec: its command's).
 func runMain(e *env, args []string) int {
 	if len(args) == 0 {
 		topUsage(e.stderr)
@@ -83,11 +91,14 @@ func runMain(e *env, args []string) int {
 		}
 		err := c.run(e, args[1:])
 		var ue *usageError
+		var es exitStatus
 		switch {
 		case err == nil:
 			return 0
 		case errors.Is(err, flag.ErrHelp):
 			return 0
+		case errors.As(err, &es):
+			return int(es)
 		case errors.As(err, &ue):
 			fmt.Fprintf(e.stderr, "bagkeeper %s: %v\nRun 'bagkeeper %s --help' for usage.\n", c.name, err, c.name)
 			return 2
