@@ -37,6 +37,7 @@ const (
 	Admin_ListActions_FullMethodName        = "/bagkeeper.admin.v1.Admin/ListActions"
 	Admin_TransferLeadership_FullMethodName = "/bagkeeper.admin.v1.Admin/TransferLeadership"
 	Admin_RemoveRelation_FullMethodName     = "/bagkeeper.admin.v1.Admin/RemoveRelation"
+	Admin_DebugLog_FullMethodName           = "/bagkeeper.admin.v1.Admin/DebugLog"
 )
 
 // AdminClient is the client API for Admin service.
@@ -86,6 +87,13 @@ type AdminClient interface {
 	// RemoveRelation ends a relation an operator made (relation ensure): its
 	// bags go, and the units run relation-departed and relation-broken.
 	RemoveRelation(ctx context.Context, in *RemoveRelationRequest, opts ...grpc.CallOption) (*RemoveRelationResponse, error)
+	// ---- end of actions ----
+	// DebugLog streams the group's hook and membership events as this
+	// member applies them (sidecar/debuglog.go): first a summary of the
+	// current state, then, unless no_tail, each event derived from the
+	// changes of the replicated state and of the raft configuration, until
+	// the call ends. A slow reader loses events, told by a "dropped" event.
+	DebugLog(ctx context.Context, in *DebugLogRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DebugLogEvent], error)
 }
 
 type adminClient struct {
@@ -226,6 +234,25 @@ func (c *adminClient) RemoveRelation(ctx context.Context, in *RemoveRelationRequ
 	return out, nil
 }
 
+func (c *adminClient) DebugLog(ctx context.Context, in *DebugLogRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DebugLogEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Admin_ServiceDesc.Streams[0], Admin_DebugLog_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[DebugLogRequest, DebugLogEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Admin_DebugLogClient = grpc.ServerStreamingClient[DebugLogEvent]
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -273,6 +300,13 @@ type AdminServer interface {
 	// RemoveRelation ends a relation an operator made (relation ensure): its
 	// bags go, and the units run relation-departed and relation-broken.
 	RemoveRelation(context.Context, *RemoveRelationRequest) (*RemoveRelationResponse, error)
+	// ---- end of actions ----
+	// DebugLog streams the group's hook and membership events as this
+	// member applies them (sidecar/debuglog.go): first a summary of the
+	// current state, then, unless no_tail, each event derived from the
+	// changes of the replicated state and of the raft configuration, until
+	// the call ends. A slow reader loses events, told by a "dropped" event.
+	DebugLog(*DebugLogRequest, grpc.ServerStreamingServer[DebugLogEvent]) error
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -321,6 +355,9 @@ func (UnimplementedAdminServer) TransferLeadership(context.Context, *TransferLea
 }
 func (UnimplementedAdminServer) RemoveRelation(context.Context, *RemoveRelationRequest) (*RemoveRelationResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RemoveRelation not implemented")
+}
+func (UnimplementedAdminServer) DebugLog(*DebugLogRequest, grpc.ServerStreamingServer[DebugLogEvent]) error {
+	return status.Error(codes.Unimplemented, "method DebugLog not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -577,6 +614,17 @@ func _Admin_RemoveRelation_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_DebugLog_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(DebugLogRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AdminServer).DebugLog(m, &grpc.GenericServerStream[DebugLogRequest, DebugLogEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Admin_DebugLogServer = grpc.ServerStreamingServer[DebugLogEvent]
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -637,6 +685,12 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Admin_RemoveRelation_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "DebugLog",
+			Handler:       _Admin_DebugLog_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "sidecar/adminpb/admin.proto",
 }
