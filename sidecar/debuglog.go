@@ -22,6 +22,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -118,7 +119,7 @@ func diffViews(prev, next logView, now time.Time) []logEvent {
 	}
 	// Hooks: the units' cursors and hook errors.
 	for _, u := range ns.Units() {
-		diffCursor(l, u, ps.Cursor(u.Name), ns.Cursor(u.Name))
+		diffCursor(l, u, ps, ns)
 		pe, ne := ps.UnitExtra(u.Name), ns.UnitExtra(u.Name)
 		switch {
 		case ne.HookError != "" && (ne.HookError != pe.HookError || ne.HookErrorMessage != pe.HookErrorMessage):
@@ -206,7 +207,8 @@ func relationText(r *state.Relation) string {
 // diffCursor derives a unit's hook events from its cursor: the hook
 // recorded as running (Running) and the hook committed (the cursor
 // advanced). A commit records the next hook to run in the same write.
-func diffCursor(l *eventList, u *state.Unit, prevB, nextB []byte) {
+func diffCursor(l *eventList, u *state.Unit, ps, ns *state.State) {
+	prevB, nextB := ps.Cursor(u.Name), ns.Cursor(u.Name)
 	if bytes.Equal(prevB, nextB) {
 		return
 	}
@@ -222,13 +224,28 @@ func diffCursor(l *eventList, u *state.Unit, prevB, nextB []byte) {
 	sameRunning := pr != nil && nr != nil && *pr == *nr
 	switch {
 	case pr != nil && (!sameRunning || advanced):
-		l.add(time.Time{}, u.Name, u.Member, "hook-committed", pr.String())
+		l.add(time.Time{}, u.Name, u.Member, "hook-committed", hookText(pr, ns, ps))
 	case pr == nil && advanced:
 		l.add(time.Time{}, u.Name, u.Member, "hook-committed", "the unit's cursor advanced")
 	}
 	if nr != nil && (!sameRunning || advanced) {
-		l.add(time.Time{}, u.Name, u.Member, "hook-running", nr.String())
+		l.add(time.Time{}, u.Name, u.Member, "hook-running", hookText(nr, ns, ps))
 	}
+}
+
+// hookText names a hook as the charm sees it ("db-relation-changed"),
+// with its relation and remote unit or application.
+func hookText(id *agent.HookID, states ...*state.State) string {
+	s := id.String()
+	if !id.InRelation || !strings.HasPrefix(id.Name, "relation-") {
+		return s
+	}
+	for _, st := range states {
+		if r, ok := st.Relation(id.Relation); ok {
+			return r.Endpoint + "-" + s
+		}
+	}
+	return s
 }
 
 // diffMembers compares the raft configurations and leaders.
@@ -307,7 +324,7 @@ func summarize(v logView, now time.Time) []logEvent {
 			continue
 		}
 		if c, err := agent.DecodeCursor(st.Cursor(u.Name)); err == nil && c.Running != nil {
-			l.add(time.Time{}, u.Name, u.Member, "hook-running", c.Running.String())
+			l.add(time.Time{}, u.Name, u.Member, "hook-running", hookText(c.Running, st))
 		}
 		if e := st.UnitExtra(u.Name); e.HookError != "" {
 			l.add(e.HookErrorSince, u.Name, u.Member, "hook-error", fmt.Sprintf("%s failed: %s", e.HookError, e.HookErrorMessage))

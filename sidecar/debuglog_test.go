@@ -74,6 +74,10 @@ func TestDebugLogDiffsUnitsHooksActionsRelationsAndLeadership(t *testing.T) {
 		// A commit that records the next hook in the same write.
 		{[]*storepb.Op{state.SetCursorOp("web/0", cursor(agent.Cursor{Installed: true, Running: &agent.HookID{Name: "leader-elected"}}))},
 			"web/0 hook-committed install (local)\nweb/0 hook-running leader-elected (local)\n"},
+		{[]*storepb.Op{state.SetCursorOp("web/0", cursor(agent.Cursor{Installed: true, Running: &agent.HookID{Name: "relation-created", InRelation: true}}))},
+			"web/0 hook-committed leader-elected (local)\nweb/0 hook-running replicas-relation-created (relation 0) (local)\n"},
+		{[]*storepb.Op{state.SetCursorOp("web/0", cursor(agent.Cursor{Installed: true, Running: &agent.HookID{Name: "leader-elected"}}))},
+			"web/0 hook-committed replicas-relation-created (relation 0) (local)\nweb/0 hook-running leader-elected (local)\n"},
 		{[]*storepb.Op{state.SetHookErrorOp("web/0", "leader-elected", "exit status 1")},
 			"web/0 hook-error leader-elected failed: exit status 1\n"},
 		{[]*storepb.Op{state.SetCursorOp("web/0", cursor(agent.Cursor{Installed: true, LeaderSeen: true})), state.SetHookErrorOp("web/0", "", "")},

@@ -13,6 +13,7 @@
 //	bagkeeper install-tools  link the hook tools into a directory
 //	bagkeeper install        copy the binaries and the charm into a pod's shared volumes
 //	bagkeeper exec           run a command in a unit's hook context
+//	bagkeeper debug-log      follow the group's hook and membership events
 //	bagkeeper completion     print a bash or zsh completion script
 //	bagkeeper version        print the version
 package main
@@ -58,6 +59,7 @@ func commands() []command {
 		{"install-tools", "link the Juju hook tools into a directory", cmdInstallTools},
 		{"install", "copy the binaries and the charm into a pod's shared volumes (init containers)", cmdInstall},
 		{"exec", "exec UNIT -- CMD: run a command in a unit's hook context", cmdExec},
+		{"debug-log", "follow the group's hook and membership events", cmdDebugLog},
 		{"completion", "completion bash|zsh: a shell completion script", cmdCompletion},
 		{"version", "print the version", func(e *env, _ []string) error { fmt.Fprintln(e.stdout, "bagkeeper", version); return nil }},
 	}
