@@ -138,7 +138,9 @@ func TestDebugLogFollowsHooksAndMembership(t *testing.T) {
 
 	d := followDebugLog(t, watch)
 	waitFor(t, startTimeout, "the summary", func() (bool, string) {
-		units := d.find(0, func(e debugLogEvent) bool { return e.Summary && e.Kind == "unit" && strings.HasPrefix(e.Details, "active, held by") })
+		units := d.find(0, func(e debugLogEvent) bool {
+			return e.Summary && e.Kind == "unit" && strings.HasPrefix(e.Details, "active, held by")
+		})
 		leaders := d.find(0, func(e debugLogEvent) bool { return e.Summary && e.Kind == "raft-leader" && e.Member == leaderID })
 		return len(units) == 3 && len(leaders) == 1, d.String()
 	})
@@ -179,7 +181,9 @@ func TestDebugLogFollowsHooksAndMembership(t *testing.T) {
 	mark = d.len()
 	victim.kill()
 	waitFor(t, startTimeout, "another member to lead the raft group", func() (bool, string) {
-		leads := d.find(mark, func(e debugLogEvent) bool { return e.Kind == "raft-leader" && e.Member != "" && e.Member != leaderID && e.Details == "leads the raft group" })
+		leads := d.find(mark, func(e debugLogEvent) bool {
+			return e.Kind == "raft-leader" && e.Member != "" && e.Member != leaderID && e.Details == "leads the raft group"
+		})
 		return len(leads) > 0, d.String()
 	})
 	// Indexes never go back.
