@@ -1,17 +1,23 @@
 package sidecar
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/bagkeeper/bagkeeper/agent"
+	"github.com/bagkeeper/bagkeeper/raftstore"
 	"github.com/bagkeeper/bagkeeper/raftstore/state"
 	"github.com/bagkeeper/bagkeeper/raftstore/state/statetest"
 	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
+	"github.com/bagkeeper/bagkeeper/sidecar/adminpb"
+	"github.com/bagkeeper/bagkeeper/test/wait"
 )
 
 // eventsText renders events one a line: unit or member, kind, details,
@@ -192,5 +198,100 @@ func TestDebugLogQueueIsBounded(t *testing.T) {
 	q.push([]logEvent{{Kind: "next"}})
 	if got := q.take(time.Now()); len(got) != 1 || got[0].Kind != "next" {
 		t.Fatalf("%+v", got)
+	}
+}
+
+// debugLogStore is the member as DebugLog reads it: a statetest store, one
+// voter that leads.
+type debugLogStore struct {
+	adminStore
+	s *statetest.Store
+}
+
+func (d debugLogStore) State() *state.State      { return d.s.State() }
+func (d debugLogStore) Changed() <-chan struct{} { return d.s.Changed() }
+func (d debugLogStore) Status() raftstore.Status { return raftstore.Status{LeaderID: "m0"} }
+func (d debugLogStore) ListMembers() ([]raftstore.MemberStatus, error) {
+	return []raftstore.MemberStatus{{Server: raft.Server{ID: "m0", Suffrage: raft.Voter}}}, nil
+}
+
+// debugLogStream is a reader that stops reading after the summary until
+// let go.
+type debugLogStream struct {
+	adminpb.Admin_DebugLogServer
+	ctx     context.Context
+	mu      sync.Mutex
+	got     []*adminpb.DebugLogEvent
+	stalled chan struct{} // closed to let the reader go on
+}
+
+func (s *debugLogStream) Context() context.Context { return s.ctx }
+func (s *debugLogStream) Send(e *adminpb.DebugLogEvent) error {
+	if !e.GetSummary() {
+		<-s.stalled
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.got = append(s.got, e)
+	return nil
+}
+
+func (s *debugLogStream) events() []*adminpb.DebugLogEvent {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.got)
+}
+
+// A reader that stops reading costs the sidecar a bounded number of
+// events; once it reads again it gets those kept and how many it lost.
+func TestDebugLogSlowReaderLosesEventsNotMemory(t *testing.T) {
+	s := statetest.New(t, "web")
+	s.Must(state.ClaimUnitOp("m0", "web-0", 0, 1))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream := &debugLogStream{ctx: ctx, stalled: make(chan struct{})}
+	a := &adminServer{n: debugLogStore{s: s}}
+	done := make(chan error, 1)
+	go func() { done <- a.DebugLog(&adminpb.DebugLogRequest{}, stream) }()
+	wait.Until(t, 10*time.Second, "the summary", func() error {
+		if n := len(stream.events()); n != 3 { // the member, the raft leader, the unit
+			return fmt.Errorf("%d events", n)
+		}
+		return nil
+	})
+	// 900 actions queued and cancelled: 1800 events, more than the room.
+	const perCommand, commands = 100, 9
+	for c := range commands {
+		var ops []*storepb.Op
+		for i := range perCommand {
+			ops = append(ops, state.EnqueueActionOp("web/0", "backup", nil),
+				state.FinishActionOp(int64(c*perCommand+i+1), state.ActionCancelled, "", nil, nil))
+		}
+		s.Must(ops...)
+	}
+	close(stream.stalled)
+	var lost, kept int
+	wait.Until(t, 10*time.Second, "every event to be sent or counted lost", func() error {
+		lost, kept = 0, 0
+		for _, e := range stream.events()[3:] {
+			if e.GetKind() == "dropped" {
+				var n int
+				fmt.Sscanf(e.GetDetails(), "%d", &n)
+				lost += n
+				continue
+			}
+			kept++
+		}
+		if lost+kept != 2*perCommand*commands {
+			return fmt.Errorf("%d kept, %d lost", kept, lost)
+		}
+		return nil
+	})
+	if lost == 0 || kept > 2*debugLogBuffer {
+		t.Fatalf("%d kept, %d lost: the room is %d", kept, lost, debugLogBuffer)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
