@@ -53,7 +53,9 @@ func TestHookRunnerKeepsServingAfterTheAgentGaveUpOnAHook(t *testing.T) {
 	// The agent sends a hook and stops waiting while it runs.
 	hctx, giveUp := context.WithCancel(context.Background())
 	slow := make(chan HookResult, 1)
-	go func() { slow <- remote.Run(hctx, HookRun{ContextID: "app/0-slow-1", Hook: "slow", Env: map[string]string{"JUJU_HOOK_NAME": "slow"}}) }()
+	go func() {
+		slow <- remote.Run(hctx, HookRun{ContextID: "app/0-slow-1", Hook: "slow", Env: map[string]string{"JUJU_HOOK_NAME": "slow"}})
+	}()
 	waitFor(t, "the slow hook to start", func() error {
 		select {
 		case res := <-slow:
