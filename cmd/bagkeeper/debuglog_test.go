@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +52,16 @@ func TestDebugLogLine(t *testing.T) {
 	} {
 		if got := debugLogLine(c.ev); got != c.want {
 			t.Errorf("got  %q\nwant %q", got, c.want)
+		}
+	}
+}
+
+func TestExecAndDebugLogExplainAMissingSidecar(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{{"exec", "--data-dir", dir, "app/0", "--", "true"}, {"debug-log", "--data-dir", dir}, {"debug-log", "--data-dir", dir, "--no-tail"}} {
+		e, _, errb := testEnv(nil)
+		if code := runMain(e, args); code != 1 || !strings.Contains(errb.String(), "no sidecar answers at "+filepath.Join(dir, "admin.sock")) {
+			t.Errorf("%q: exit %d, stderr %q", args, code, errb)
 		}
 	}
 }

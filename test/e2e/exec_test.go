@@ -81,4 +81,11 @@ func TestExecThroughTheCLI(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "juju-exec") {
 		t.Errorf("actions list does not show the commands: %s", r)
 	}
+	// A pod that stops releases its unit: no pod would run the command.
+	gone := pods[2]
+	gone.stop()
+	r = execCLI(t, via, cc.unitOf(gone), "--", "true")
+	if want := `unit "` + cc.unitOf(gone) + `" is released, not active`; r.code != 1 || !strings.Contains(r.stderr, want) {
+		t.Errorf("exec on a released unit: %s\nwant exit 1 with %q", r, want)
+	}
 }
