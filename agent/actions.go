@@ -385,8 +385,8 @@ type actionCapture struct {
 }
 
 // captureActionOutput sets cmd up to keep its output if h runs an action
-// or a command (exec.go); it returns nil for a hook. The returned function closes the log pipe
-// once the process has exited.
+// or a command (exec.go); it returns nil for a hook. The returned function
+// closes the log pipe once the process has exited.
 func captureActionOutput(cmd *exec.Cmd, h HookRun) (*actionCapture, func()) {
 	if h.Env["JUJU_ACTION_NAME"] == "" && h.Command == "" {
 		return nil, func() {}

@@ -184,13 +184,16 @@ func (r LocalRunner) Run(ctx context.Context, h HookRun) HookResult {
 		_, _ = io.Copy(io.Discard, out) // past a line too long to log
 	}()
 	done := make(chan struct{})
+	// A command past its timeout (exec.go) is killed, with its process
+	// group; the timer stops once the process has been waited for.
 	var timedOut atomic.Bool
+	stopTimer := func() {}
 	if h.Timeout > 0 {
 		timer := time.AfterFunc(h.Timeout, func() {
 			timedOut.Store(true)
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		})
-		defer timer.Stop()
+		stopTimer = func() { timer.Stop() }
 	}
 	go func() {
 		killAfter := r.KillAfter
@@ -210,17 +213,19 @@ func (r LocalRunner) Run(ctx context.Context, h HookRun) HookResult {
 	}()
 	if capture != nil {
 		err = cmd.Wait()
+		stopTimer()
 		closeCapture()
 		wg.Wait()
 	} else {
 		wg.Wait()
 		err = cmd.Wait()
+		stopTimer()
 	}
 	close(done)
 	res := capture.result()
 	var ee *exec.ExitError
 	switch {
-	case timedOut.Load():
+	case timedOut.Load() && err != nil: // killed, not ended on its own
 		res.Err = fmt.Errorf("timed out after %s", h.Timeout)
 		return res
 	case err == nil:
