@@ -35,7 +35,9 @@ this command's.
 Like Juju's, it is queued as an action named juju-exec: it runs between the
 unit's hooks, after the actions queued before it, once the charm is
 installed; 'bagkeeper actions list' shows it. Each output is kept up to 16
-KiB. It is killed after --timeout (the command then fails, exit status 1).
+KiB. It is killed after --timeout (the command then fails, exit status 1);
+BAGKEEPER_TIMEOUT, which the other admin commands read as how long to wait
+for the sidecar, sets it too.
 The unit must be active (a pod holds it). With --all, the command runs on
 every active unit, one after another in the listing; each unit's output
 follows a line "== UNIT (exit N) ==" and this command exits 0 only if every
