@@ -209,6 +209,8 @@ func (a *Agent) runNextAction(ctx context.Context, st *state.State, unit string)
 		}
 		log.Warn("an action was running when this unit's agent last stopped; it is failed, not run again", "pod", act.Pod, "started", act.Started)
 		_, err = a.applyFenced(ctx, fence, state.FinishActionOp(act.ID, state.ActionFailed, msg, nil, nil))
+	case act.Name == state.ExecAction:
+		err = a.runAction(ctx, st, act, fence, log)
 	case a.cfg.Charm.Actions[act.Name] == nil:
 		_, err = a.applyFenced(ctx, fence, state.FinishActionOp(act.ID, state.ActionFailed,
 			fmt.Sprintf("the charm has no action %q (its actions.yaml changed since the action was queued?)", act.Name), nil, nil))
@@ -229,7 +231,17 @@ func (a *Agent) runNextAction(ctx context.Context, st *state.State, unit string)
 func (a *Agent) runAction(ctx context.Context, st *state.State, act *state.Action, fence *storepb.Fence, log *slog.Logger) error {
 	unit := act.Unit
 	dispatch := "actions/" + act.Name
-	if path, err := hookPath(a.cfg.Charm.Dir, dispatch); err == nil && path == "" {
+	isExec := act.Name == state.ExecAction
+	var cmd execParams
+	if isExec {
+		// bagkeeper exec (exec.go): a command instead of the charm's code.
+		var err error
+		if cmd, err = parseExecParams(act.ParamsJSON); err != nil {
+			_, err := a.applyFenced(ctx, fence, state.FinishActionOp(act.ID, state.ActionFailed, err.Error(), nil, nil))
+			return err
+		}
+		dispatch = state.ExecAction
+	} else if path, err := hookPath(a.cfg.Charm.Dir, dispatch); err == nil && path == "" {
 		_, err := a.applyFenced(ctx, fence, state.FinishActionOp(act.ID, state.ActionFailed, fmt.Sprintf("action not implemented on unit %q", unit), nil, nil))
 		return err
 	}
@@ -237,22 +249,39 @@ func (a *Agent) runAction(ctx context.Context, st *state.State, act *state.Actio
 		return fmt.Errorf("starting the action: %w", err)
 	}
 	h := Hook{Name: act.Name + "-action"}
+	if isExec {
+		h.Name = state.ExecAction
+	}
+	// The action sees the unit's relations as its last hook left them.
+	if cur, err := DecodeCursor(st.Cursor(unit)); err == nil {
+		h.Next = cur
+	}
 	id := unit + "-" + h.FullName() + "-" + randomID()
 	hc := newHookContext(a, id, unit, h, st)
 	run := &actionRun{id: act.ID, name: act.Name, paramsJSON: act.ParamsJSON, results: map[string]any{}}
-	hc.action = run
 	env := a.hookEnv(hc)
 	// As Juju: an action has no JUJU_HOOK_NAME; dispatch learns it from
 	// JUJU_DISPATCH_PATH (ops: "actions/<name>" is the <name>_action event).
 	delete(env, "JUJU_HOOK_NAME")
-	env["JUJU_DISPATCH_PATH"] = dispatch
-	env["JUJU_ACTION_NAME"] = act.Name
-	env["JUJU_ACTION_UUID"] = strconv.FormatInt(act.ID, 10)
-	env["JUJU_ACTION_TAG"] = "action-" + strconv.FormatInt(act.ID, 10)
-	log.Info("running action")
+	hr := HookRun{ContextID: id, Hook: dispatch, Dir: a.cfg.Charm.Dir, Env: env}
+	if isExec {
+		// A command runs in the unit's hook context, but not in an
+		// action's: no JUJU_ACTION_*, no dispatch path, and the action
+		// tools refuse (exec.go).
+		delete(env, "JUJU_DISPATCH_PATH")
+		hr.Command, hr.Timeout = cmd.Command, cmd.timeout()
+		log.Info("running a command (bagkeeper exec)", "timeout", hr.Timeout)
+	} else {
+		hc.action = run
+		env["JUJU_DISPATCH_PATH"] = dispatch
+		env["JUJU_ACTION_NAME"] = act.Name
+		env["JUJU_ACTION_UUID"] = strconv.FormatInt(act.ID, 10)
+		env["JUJU_ACTION_TAG"] = "action-" + strconv.FormatInt(act.ID, 10)
+		log.Info("running action")
+	}
 	a.running.Store(hc)
 	start := a.now()
-	res := a.cfg.Runner.Run(ctx, HookRun{ContextID: id, Hook: dispatch, Dir: a.cfg.Charm.Dir, Env: env})
+	res := a.cfg.Runner.Run(ctx, hr)
 	a.running.Store(nil)
 	ran := a.now()
 
@@ -355,11 +384,11 @@ type actionCapture struct {
 	stdout, stderr *limitedBuffer
 }
 
-// captureActionOutput sets cmd up to keep its output if h runs an action;
-// it returns nil for a hook. The returned function closes the log pipe
-// once the process has exited.
+// captureActionOutput sets cmd up to keep its output if h runs an action
+// or a command (exec.go); it returns nil for a hook. The returned function
+// closes the log pipe once the process has exited.
 func captureActionOutput(cmd *exec.Cmd, h HookRun) (*actionCapture, func()) {
-	if h.Env["JUJU_ACTION_NAME"] == "" {
+	if h.Env["JUJU_ACTION_NAME"] == "" && h.Command == "" {
 		return nil, func() {}
 	}
 	pr, pw := io.Pipe()

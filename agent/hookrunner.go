@@ -147,7 +147,8 @@ func runHooks(ctx context.Context, client toolpb.HookRunnerClient, runner LocalR
 		// Paths as this container sees them.
 		env["JUJU_CHARM_DIR"], env["CHARM_DIR"] = cfg.CharmDir, cfg.CharmDir
 		env["JUJU_AGENT_SOCKET_ADDRESS"] = cfg.Socket
-		res := runner.Run(ctx, HookRun{ContextID: h.GetContextId(), Hook: h.GetHook(), Dir: cfg.CharmDir, Env: env})
+		res := runner.Run(ctx, HookRun{ContextID: h.GetContextId(), Hook: h.GetHook(), Dir: cfg.CharmDir, Env: env,
+			Command: h.GetCommand(), Timeout: time.Duration(h.GetTimeoutMs()) * time.Millisecond})
 		out := &toolpb.HookResult{ContextId: h.GetContextId(), ExitCode: int32(res.ExitCode), Output: res.Stdout, Stderr: res.Stderr, OutputTail: res.OutputTail}
 		if res.Err != nil {
 			out.Error = res.Err.Error()

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -30,6 +31,15 @@ type HookRun struct {
 	// Env holds the JUJU_* variables (PATH is added by the runner, with
 	// its tools directory first).
 	Env map[string]string
+
+	// ---- exec (exec.go) ----
+	// Command, when set, is run with /bin/sh -c in the charm directory
+	// instead of the charm's hook (bagkeeper exec); its output is kept as
+	// an action's is.
+	Command string
+	// Timeout, when set, kills the run (its process group) after this long.
+	Timeout time.Duration
+	// ---- end of exec ----
 }
 
 // HookResult is how a hook ended. Err means it could not run or was
@@ -140,15 +150,22 @@ func (r LocalRunner) Run(ctx context.Context, h HookRun) HookResult {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	path, err := hookPath(h.Dir, h.Hook)
-	if err != nil {
-		return HookResult{Err: err}
+	var cmd *exec.Cmd
+	if h.Command != "" {
+		cmd = exec.Command("/bin/sh", "-c", h.Command)
+	} else {
+		path, err := hookPath(h.Dir, h.Hook)
+		if err != nil {
+			return HookResult{Err: err}
+		}
+		if path == "" {
+			logger.Debug("charm has no handler for the hook; skipped", "hook", h.Hook)
+			return HookResult{}
+		}
+		cmd = exec.Command(path)
 	}
-	if path == "" {
-		logger.Debug("charm has no handler for the hook; skipped", "hook", h.Hook)
-		return HookResult{}
-	}
-	cmd := exec.Command(path)
+	path := cmd.Path
+	var err error
 	cmd.Dir = h.Dir
 	cmd.Env = envList(h.Env, r.ToolsDir)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -177,6 +194,17 @@ func (r LocalRunner) Run(ctx context.Context, h HookRun) HookResult {
 		_, _ = io.Copy(io.Discard, logged) // past a line too long to log
 	}()
 	done := make(chan struct{})
+	// A command past its timeout (exec.go) is killed, with its process
+	// group; the timer stops once the process has been waited for.
+	var timedOut atomic.Bool
+	stopTimer := func() {}
+	if h.Timeout > 0 {
+		timer := time.AfterFunc(h.Timeout, func() {
+			timedOut.Store(true)
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		})
+		stopTimer = func() { timer.Stop() }
+	}
 	go func() {
 		killAfter := r.KillAfter
 		if killAfter <= 0 {
@@ -195,17 +223,22 @@ func (r LocalRunner) Run(ctx context.Context, h HookRun) HookResult {
 	}()
 	if capture != nil {
 		err = cmd.Wait()
+		stopTimer()
 		closeCapture()
 		wg.Wait()
 	} else {
 		wg.Wait()
 		err = cmd.Wait()
+		stopTimer()
 	}
 	close(done)
 	res := capture.result()
 	res.OutputTail = tail.bytes()
 	var ee *exec.ExitError
 	switch {
+	case timedOut.Load() && err != nil: // killed, not ended on its own
+		res.Err = fmt.Errorf("timed out after %s", h.Timeout)
+		return res
 	case err == nil:
 		return res
 	case errors.As(err, &ee):
@@ -319,7 +352,7 @@ func (r *RemoteRunner) Run(ctx context.Context, h HookRun) HookResult {
 		r.mu.Unlock()
 	}()
 	select {
-	case stream <- &toolpb.HookAssignment{ContextId: h.ContextID, Hook: h.Hook, Env: h.Env}:
+	case stream <- &toolpb.HookAssignment{ContextId: h.ContextID, Hook: h.Hook, Env: h.Env, Command: h.Command, TimeoutMs: h.Timeout.Milliseconds()}:
 	case <-gone:
 		return HookResult{Err: errors.New("hook runner disconnected")}
 	case <-ctx.Done():

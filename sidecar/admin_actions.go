@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/bagkeeper/bagkeeper/agent"
 	"github.com/bagkeeper/bagkeeper/raftstore/state"
 	"github.com/bagkeeper/bagkeeper/sidecar/adminpb"
 )
@@ -27,6 +28,9 @@ func (a *adminServer) EnqueueAction(ctx context.Context, req *adminpb.EnqueueAct
 	unit := req.GetUnit()
 	if u, ok := st.Unit(unit); !ok || u.State == state.UnitRemoved {
 		return nil, status.Errorf(codes.NotFound, "unit %q not found", unit)
+	}
+	if req.GetName() == state.ExecAction {
+		return a.enqueueExec(ctx, st, req)
 	}
 	spec := a.actions[req.GetName()]
 	if spec == nil {
@@ -48,6 +52,26 @@ func (a *adminServer) EnqueueAction(ctx context.Context, req *adminpb.EnqueueAct
 	}
 	id := res.GetOps()[0].GetActionId()
 	a.log.Info("action queued", "unit", unit, "action", req.GetName(), "action_id", id)
+	return &adminpb.EnqueueActionResponse{Id: id, Index: res.GetIndex()}, nil
+}
+
+// enqueueExec queues bagkeeper exec's command (agent/exec.go): not an
+// action of the charm's, so no schema applies; the unit must be active,
+// held by a pod that will run it.
+func (a *adminServer) enqueueExec(ctx context.Context, st *state.State, req *adminpb.EnqueueActionRequest) (*adminpb.EnqueueActionResponse, error) {
+	unit := req.GetUnit()
+	if u, _ := st.Unit(unit); u.State != state.UnitActive {
+		return nil, status.Errorf(codes.FailedPrecondition, "unit %q is %s, not active: no pod holds it to run the command", unit, u.State)
+	}
+	if err := agent.CheckExecParams(req.GetParamsJson()); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	res, err := a.n.Apply(ctx, state.NewCommand(state.EnqueueActionOp(unit, state.ExecAction, req.GetParamsJson())))
+	if err != nil {
+		return nil, commandStatus(err)
+	}
+	id := res.GetOps()[0].GetActionId()
+	a.log.Info("command queued (exec)", "unit", unit, "action_id", id)
 	return &adminpb.EnqueueActionResponse{Id: id, Index: res.GetIndex()}, nil
 }
 

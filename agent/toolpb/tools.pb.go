@@ -307,7 +307,14 @@ type HookAssignment struct {
 	ContextId string                 `protobuf:"bytes,1,opt,name=context_id,json=contextId,proto3" json:"context_id,omitempty"`
 	Hook      string                 `protobuf:"bytes,2,opt,name=hook,proto3" json:"hook,omitempty"`
 	// The environment to run the hook with (JUJU_* variables and PATH).
-	Env           map[string]string `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Env map[string]string `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// ---- exec (numbers 140-159) ----
+	// A command to run with /bin/sh -c in the charm directory instead of
+	// the charm's hook (bagkeeper exec); its output is sent back as an
+	// action's is.
+	Command string `protobuf:"bytes,140,opt,name=command,proto3" json:"command,omitempty"`
+	// Kill the run after this many milliseconds (0: no limit).
+	TimeoutMs     int64 `protobuf:"varint,141,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"` // ---- end of exec ----
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -361,6 +368,20 @@ func (x *HookAssignment) GetEnv() map[string]string {
 		return x.Env
 	}
 	return nil
+}
+
+func (x *HookAssignment) GetCommand() string {
+	if x != nil {
+		return x.Command
+	}
+	return ""
+}
+
+func (x *HookAssignment) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
 }
 
 type HookResult struct {
@@ -522,12 +543,15 @@ const file_agent_toolpb_tools_proto_rawDesc = "" +
 	"outputPath\x12\x16\n" +
 	"\x06output\x18\a \x01(\fR\x06output\"!\n" +
 	"\vRunnerHello\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xba\x01\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xf5\x01\n" +
 	"\x0eHookAssignment\x12\x1d\n" +
 	"\n" +
 	"context_id\x18\x01 \x01(\tR\tcontextId\x12\x12\n" +
 	"\x04hook\x18\x02 \x01(\tR\x04hook\x12=\n" +
-	"\x03env\x18\x03 \x03(\v2+.bagkeeper.tools.v1.HookAssignment.EnvEntryR\x03env\x1a6\n" +
+	"\x03env\x18\x03 \x03(\v2+.bagkeeper.tools.v1.HookAssignment.EnvEntryR\x03env\x12\x19\n" +
+	"\acommand\x18\x8c\x01 \x01(\tR\acommand\x12\x1e\n" +
+	"\n" +
+	"timeout_ms\x18\x8d\x01 \x01(\x03R\ttimeoutMs\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb0\x01\n" +

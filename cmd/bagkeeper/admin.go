@@ -32,10 +32,19 @@ type adminFlags struct {
 }
 
 func (a *adminFlags) register(fs *cmdFlags, formats string) {
+	a.registerSocket(fs)
+	fs.DurationVar(&a.timeout, "timeout", 10*time.Second, "give up after this `long`")
+	a.registerFormat(fs, formats)
+}
+
+// registerSocket registers the flags that find the sidecar.
+func (a *adminFlags) registerSocket(fs *cmdFlags) {
 	fs.StringVar(&a.socket, "admin-socket", "", "Unix socket `path` of the sidecar's admin API (default <data-dir>/admin.sock)")
 	fs.StringVar(&a.dataDir, "data-dir", defaultDataDir, "the sidecar's data `dir`, to find its admin socket")
 	fs.StringVar(&a.config, "config", "", "the sidecar's config `file` (bagkeeper run --config): its admin-socket and data-dir, when not given otherwise")
-	fs.DurationVar(&a.timeout, "timeout", 10*time.Second, "give up after this `long`")
+}
+
+func (a *adminFlags) registerFormat(fs *cmdFlags, formats string) {
 	if formats != "" {
 		fs.StringVar(&a.format, "format", strings.Split(formats, "|")[0], "output `format`: "+formats)
 	}

@@ -15,6 +15,8 @@
 //	bagkeeper install-tools  link the hook tools into a directory
 //	bagkeeper install        copy the binaries and the charm into a pod's shared volumes
 //	bagkeeper snapshot       save, check and restore backups of the replicated state
+//	bagkeeper exec           run a command in a unit's hook context
+//	bagkeeper debug-log      follow the group's hook and membership events
 //	bagkeeper completion     print a bash or zsh completion script
 //	bagkeeper version        print the version
 package main
@@ -61,6 +63,8 @@ func commands() []command {
 		{"install-tools", "link the Juju hook tools into a directory", cmdInstallTools},
 		{"install", "copy the binaries and the charm into a pod's shared volumes (init containers)", cmdInstall},
 		{"snapshot", "snapshot save|status|restore: back up the replicated state, check a backup, restore it into a new group", cmdSnapshot},
+		{"exec", "exec UNIT -- CMD: run a command in a unit's hook context", cmdExec},
+		{"debug-log", "follow the group's hook and membership events", cmdDebugLog},
 		{"completion", "completion bash|zsh: a shell completion script", cmdCompletion},
 		{"version", "print the version", func(e *env, _ []string) error { fmt.Fprintln(e.stdout, "bagkeeper", version); return nil }},
 	}
@@ -71,8 +75,14 @@ func main() {
 	os.Exit(runMain(e, os.Args[1:]))
 }
 
+// exitStatus is an error that only sets the exit status: the command has
+// said what it had to (exec exits with its command's status).
+type exitStatus int
+
+func (e exitStatus) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
 // runMain runs one command and returns the exit status: 0 success,
-// 1 failure, 2 bad usage.
+// 1 failure, 2 bad usage (exec: its command's).
 func runMain(e *env, args []string) int {
 	if len(args) == 0 {
 		topUsage(e.stderr)
@@ -88,11 +98,14 @@ func runMain(e *env, args []string) int {
 		}
 		err := c.run(e, args[1:])
 		var ue *usageError
+		var es exitStatus
 		switch {
 		case err == nil:
 			return 0
 		case errors.Is(err, flag.ErrHelp):
 			return 0
+		case errors.As(err, &es):
+			return int(es)
 		case errors.As(err, &ue):
 			fmt.Fprintf(e.stderr, "bagkeeper %s: %v\nRun 'bagkeeper %s --help' for usage.\n", c.name, err, c.name)
 			return 2

@@ -201,7 +201,7 @@ func TestOtherSettingsListsEveryFlag(t *testing.T) {
 	paths := [][]string{{"status"}, {"bags"}, {"bags", "set"}, {"relation", "ensure"}, {"relation", "remove"}, {"unit", "remove"},
 		{"actions", "run"}, {"actions", "show"}, {"actions", "list"}, {"member", "remove"}, {"leader", "transfer"}, {"recover"},
 		{"hook-runner"}, {"install-tools"}, {"install"}, {"snapshot", "save"}, {"snapshot", "status"}, {"snapshot", "restore"},
-		{"unit", "retry"}, {"show-unit"}}
+		{"unit", "retry"}, {"show-unit"}, {"exec"}, {"debug-log"}}
 	seen := map[string]bool{}
 	for _, p := range paths {
 		seen[p[0]] = true

@@ -21,6 +21,13 @@ import (
 // earlier life knows it may have run, and fails it instead of running it
 // again.
 
+// ExecAction is the action `bagkeeper exec` queues, as Juju 3 queues
+// juju-exec for `juju exec`: its parameters are the command ("command", a
+// string run with /bin/sh -c) and how long it may run ("timeout", in
+// nanoseconds). It is no action of the charm's (actions.yaml reserves the
+// juju- prefix); the agent runs the command in its unit's hook context.
+const ExecAction = "juju-exec"
+
 // Action statuses.
 const (
 	ActionPending   = "pending"

@@ -3114,6 +3114,172 @@ func (x *ShowUnitResponse) GetNotReadyReason() string {
 	return ""
 }
 
+// ---- end of failed hooks ----
+type DebugLogRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only the events of these units (all when empty).
+	Units []string `protobuf:"bytes,1,rep,name=units,proto3" json:"units,omitempty"`
+	// Send the summary of the current state only, then end.
+	NoTail        bool `protobuf:"varint,2,opt,name=no_tail,json=noTail,proto3" json:"no_tail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DebugLogRequest) Reset() {
+	*x = DebugLogRequest{}
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DebugLogRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DebugLogRequest) ProtoMessage() {}
+
+func (x *DebugLogRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DebugLogRequest.ProtoReflect.Descriptor instead.
+func (*DebugLogRequest) Descriptor() ([]byte, []int) {
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *DebugLogRequest) GetUnits() []string {
+	if x != nil {
+		return x.Units
+	}
+	return nil
+}
+
+func (x *DebugLogRequest) GetNoTail() bool {
+	if x != nil {
+		return x.NoTail
+	}
+	return false
+}
+
+type DebugLogEvent struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	TimeUnixNano int64                  `protobuf:"varint,1,opt,name=time_unix_nano,json=timeUnixNano,proto3" json:"time_unix_nano,omitempty"`
+	// The time was read from this member's clock when it applied the change
+	// (or made the summary), not from the replicated record.
+	LocalTime bool `protobuf:"varint,2,opt,name=local_time,json=localTime,proto3" json:"local_time,omitempty"`
+	// The raft index of the state the event was seen in.
+	Index  uint64 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	Unit   string `protobuf:"bytes,4,opt,name=unit,proto3" json:"unit,omitempty"`
+	Member string `protobuf:"bytes,5,opt,name=member,proto3" json:"member,omitempty"`
+	// unit-claimed, unit-taken-over, unit-released, unit-removed,
+	// claimant-waiting, claimant-gone, hook-running, hook-committed,
+	// hook-error, hook-error-cleared, action-queued, action-started,
+	// action-finished, relation-created, relation-removed, leader,
+	// member-added, member-promoted, member-demoted, member-removed,
+	// raft-leader, dropped; a summary has unit, leader, member, raft-leader,
+	// relation, hook-running, hook-error, action-queued, action-started.
+	Kind    string `protobuf:"bytes,6,opt,name=kind,proto3" json:"kind,omitempty"`
+	Details string `protobuf:"bytes,7,opt,name=details,proto3" json:"details,omitempty"`
+	// Part of the summary of the state when the call began.
+	Summary       bool `protobuf:"varint,8,opt,name=summary,proto3" json:"summary,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DebugLogEvent) Reset() {
+	*x = DebugLogEvent{}
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DebugLogEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DebugLogEvent) ProtoMessage() {}
+
+func (x *DebugLogEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_sidecar_adminpb_admin_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DebugLogEvent.ProtoReflect.Descriptor instead.
+func (*DebugLogEvent) Descriptor() ([]byte, []int) {
+	return file_sidecar_adminpb_admin_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *DebugLogEvent) GetTimeUnixNano() int64 {
+	if x != nil {
+		return x.TimeUnixNano
+	}
+	return 0
+}
+
+func (x *DebugLogEvent) GetLocalTime() bool {
+	if x != nil {
+		return x.LocalTime
+	}
+	return false
+}
+
+func (x *DebugLogEvent) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *DebugLogEvent) GetUnit() string {
+	if x != nil {
+		return x.Unit
+	}
+	return ""
+}
+
+func (x *DebugLogEvent) GetMember() string {
+	if x != nil {
+		return x.Member
+	}
+	return ""
+}
+
+func (x *DebugLogEvent) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *DebugLogEvent) GetDetails() string {
+	if x != nil {
+		return x.Details
+	}
+	return ""
+}
+
+func (x *DebugLogEvent) GetSummary() bool {
+	if x != nil {
+		return x.Summary
+	}
+	return false
+}
+
 var File_sidecar_adminpb_admin_proto protoreflect.FileDescriptor
 
 const file_sidecar_adminpb_admin_proto_rawDesc = "" +
@@ -3385,7 +3551,20 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aA\n" +
 	"\x13LeaderSettingsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\xe9\v\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"@\n" +
+	"\x0fDebugLogRequest\x12\x14\n" +
+	"\x05units\x18\x01 \x03(\tR\x05units\x12\x17\n" +
+	"\ano_tail\x18\x02 \x01(\bR\x06noTail\"\xde\x01\n" +
+	"\rDebugLogEvent\x12$\n" +
+	"\x0etime_unix_nano\x18\x01 \x01(\x03R\ftimeUnixNano\x12\x1d\n" +
+	"\n" +
+	"local_time\x18\x02 \x01(\bR\tlocalTime\x12\x14\n" +
+	"\x05index\x18\x03 \x01(\x04R\x05index\x12\x12\n" +
+	"\x04unit\x18\x04 \x01(\tR\x04unit\x12\x16\n" +
+	"\x06member\x18\x05 \x01(\tR\x06member\x12\x12\n" +
+	"\x04kind\x18\x06 \x01(\tR\x04kind\x12\x18\n" +
+	"\adetails\x18\a \x01(\tR\adetails\x12\x18\n" +
+	"\asummary\x18\b \x01(\bR\asummary2\xbf\f\n" +
 	"\x05Admin\x12O\n" +
 	"\x06Status\x12!.bagkeeper.admin.v1.StatusRequest\x1a\".bagkeeper.admin.v1.StatusResponse\x12R\n" +
 	"\aGetBags\x12\".bagkeeper.admin.v1.GetBagsRequest\x1a#.bagkeeper.admin.v1.GetBagsResponse\x12O\n" +
@@ -3403,7 +3582,8 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"\x0eRemoveRelation\x12).bagkeeper.admin.v1.RemoveRelationRequest\x1a*.bagkeeper.admin.v1.RemoveRelationResponse\x12\\\n" +
 	"\fSaveSnapshot\x12'.bagkeeper.admin.v1.SaveSnapshotRequest\x1a!.bagkeeper.admin.v1.SnapshotChunk0\x01\x12X\n" +
 	"\tRetryHook\x12$.bagkeeper.admin.v1.RetryHookRequest\x1a%.bagkeeper.admin.v1.RetryHookResponse\x12U\n" +
-	"\bShowUnit\x12#.bagkeeper.admin.v1.ShowUnitRequest\x1a$.bagkeeper.admin.v1.ShowUnitResponseB0Z.github.com/bagkeeper/bagkeeper/sidecar/adminpbb\x06proto3"
+	"\bShowUnit\x12#.bagkeeper.admin.v1.ShowUnitRequest\x1a$.bagkeeper.admin.v1.ShowUnitResponse\x12T\n" +
+	"\bDebugLog\x12#.bagkeeper.admin.v1.DebugLogRequest\x1a!.bagkeeper.admin.v1.DebugLogEvent0\x01B0Z.github.com/bagkeeper/bagkeeper/sidecar/adminpbb\x06proto3"
 
 var (
 	file_sidecar_adminpb_admin_proto_rawDescOnce sync.Once
@@ -3417,7 +3597,7 @@ func file_sidecar_adminpb_admin_proto_rawDescGZIP() []byte {
 	return file_sidecar_adminpb_admin_proto_rawDescData
 }
 
-var file_sidecar_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_sidecar_adminpb_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_sidecar_adminpb_admin_proto_goTypes = []any{
 	(*StatusRequest)(nil),              // 0: bagkeeper.admin.v1.StatusRequest
 	(*Member)(nil),                     // 1: bagkeeper.admin.v1.Member
@@ -3463,10 +3643,12 @@ var file_sidecar_adminpb_admin_proto_goTypes = []any{
 	(*HookFailure)(nil),                // 41: bagkeeper.admin.v1.HookFailure
 	(*OpenPort)(nil),                   // 42: bagkeeper.admin.v1.OpenPort
 	(*ShowUnitResponse)(nil),           // 43: bagkeeper.admin.v1.ShowUnitResponse
-	nil,                                // 44: bagkeeper.admin.v1.Bag.DataEntry
-	nil,                                // 45: bagkeeper.admin.v1.SetBagRequest.SetEntry
-	nil,                                // 46: bagkeeper.admin.v1.ShowUnitResponse.CharmStateEntry
-	nil,                                // 47: bagkeeper.admin.v1.ShowUnitResponse.LeaderSettingsEntry
+	(*DebugLogRequest)(nil),            // 44: bagkeeper.admin.v1.DebugLogRequest
+	(*DebugLogEvent)(nil),              // 45: bagkeeper.admin.v1.DebugLogEvent
+	nil,                                // 46: bagkeeper.admin.v1.Bag.DataEntry
+	nil,                                // 47: bagkeeper.admin.v1.SetBagRequest.SetEntry
+	nil,                                // 48: bagkeeper.admin.v1.ShowUnitResponse.CharmStateEntry
+	nil,                                // 49: bagkeeper.admin.v1.ShowUnitResponse.LeaderSettingsEntry
 }
 var file_sidecar_adminpb_admin_proto_depIdxs = []int32{
 	5,  // 0: bagkeeper.admin.v1.Relation.stream:type_name -> bagkeeper.admin.v1.RelationStream
@@ -3474,9 +3656,9 @@ var file_sidecar_adminpb_admin_proto_depIdxs = []int32{
 	3,  // 2: bagkeeper.admin.v1.StatusResponse.units:type_name -> bagkeeper.admin.v1.Unit
 	4,  // 3: bagkeeper.admin.v1.StatusResponse.relations:type_name -> bagkeeper.admin.v1.Relation
 	2,  // 4: bagkeeper.admin.v1.StatusResponse.waiting:type_name -> bagkeeper.admin.v1.Claimant
-	44, // 5: bagkeeper.admin.v1.Bag.data:type_name -> bagkeeper.admin.v1.Bag.DataEntry
+	46, // 5: bagkeeper.admin.v1.Bag.data:type_name -> bagkeeper.admin.v1.Bag.DataEntry
 	8,  // 6: bagkeeper.admin.v1.GetBagsResponse.bags:type_name -> bagkeeper.admin.v1.Bag
-	45, // 7: bagkeeper.admin.v1.SetBagRequest.set:type_name -> bagkeeper.admin.v1.SetBagRequest.SetEntry
+	47, // 7: bagkeeper.admin.v1.SetBagRequest.set:type_name -> bagkeeper.admin.v1.SetBagRequest.SetEntry
 	18, // 8: bagkeeper.admin.v1.PlanRecoveryRequest.survivors:type_name -> bagkeeper.admin.v1.Survivor
 	20, // 9: bagkeeper.admin.v1.RecoveryPlan.survivors:type_name -> bagkeeper.admin.v1.PlannedSurvivor
 	18, // 10: bagkeeper.admin.v1.StageRecoveryRequest.survivors:type_name -> bagkeeper.admin.v1.Survivor
@@ -3487,8 +3669,8 @@ var file_sidecar_adminpb_admin_proto_depIdxs = []int32{
 	41, // 15: bagkeeper.admin.v1.ShowUnitResponse.hook_failure:type_name -> bagkeeper.admin.v1.HookFailure
 	40, // 16: bagkeeper.admin.v1.ShowUnitResponse.history:type_name -> bagkeeper.admin.v1.HookRecord
 	8,  // 17: bagkeeper.admin.v1.ShowUnitResponse.bags:type_name -> bagkeeper.admin.v1.Bag
-	46, // 18: bagkeeper.admin.v1.ShowUnitResponse.charm_state:type_name -> bagkeeper.admin.v1.ShowUnitResponse.CharmStateEntry
-	47, // 19: bagkeeper.admin.v1.ShowUnitResponse.leader_settings:type_name -> bagkeeper.admin.v1.ShowUnitResponse.LeaderSettingsEntry
+	48, // 18: bagkeeper.admin.v1.ShowUnitResponse.charm_state:type_name -> bagkeeper.admin.v1.ShowUnitResponse.CharmStateEntry
+	49, // 19: bagkeeper.admin.v1.ShowUnitResponse.leader_settings:type_name -> bagkeeper.admin.v1.ShowUnitResponse.LeaderSettingsEntry
 	42, // 20: bagkeeper.admin.v1.ShowUnitResponse.ports:type_name -> bagkeeper.admin.v1.OpenPort
 	0,  // 21: bagkeeper.admin.v1.Admin.Status:input_type -> bagkeeper.admin.v1.StatusRequest
 	7,  // 22: bagkeeper.admin.v1.Admin.GetBags:input_type -> bagkeeper.admin.v1.GetBagsRequest
@@ -3506,24 +3688,26 @@ var file_sidecar_adminpb_admin_proto_depIdxs = []int32{
 	35, // 34: bagkeeper.admin.v1.Admin.SaveSnapshot:input_type -> bagkeeper.admin.v1.SaveSnapshotRequest
 	37, // 35: bagkeeper.admin.v1.Admin.RetryHook:input_type -> bagkeeper.admin.v1.RetryHookRequest
 	39, // 36: bagkeeper.admin.v1.Admin.ShowUnit:input_type -> bagkeeper.admin.v1.ShowUnitRequest
-	6,  // 37: bagkeeper.admin.v1.Admin.Status:output_type -> bagkeeper.admin.v1.StatusResponse
-	9,  // 38: bagkeeper.admin.v1.Admin.GetBags:output_type -> bagkeeper.admin.v1.GetBagsResponse
-	11, // 39: bagkeeper.admin.v1.Admin.SetBag:output_type -> bagkeeper.admin.v1.SetBagResponse
-	13, // 40: bagkeeper.admin.v1.Admin.EnsureRelation:output_type -> bagkeeper.admin.v1.EnsureRelationResponse
-	15, // 41: bagkeeper.admin.v1.Admin.RemoveUnit:output_type -> bagkeeper.admin.v1.RemoveUnitResponse
-	17, // 42: bagkeeper.admin.v1.Admin.RemoveMember:output_type -> bagkeeper.admin.v1.RemoveMemberResponse
-	21, // 43: bagkeeper.admin.v1.Admin.PlanRecovery:output_type -> bagkeeper.admin.v1.RecoveryPlan
-	23, // 44: bagkeeper.admin.v1.Admin.StageRecovery:output_type -> bagkeeper.admin.v1.StageRecoveryResponse
-	25, // 45: bagkeeper.admin.v1.Admin.EnqueueAction:output_type -> bagkeeper.admin.v1.EnqueueActionResponse
-	30, // 46: bagkeeper.admin.v1.Admin.GetAction:output_type -> bagkeeper.admin.v1.Action
-	28, // 47: bagkeeper.admin.v1.Admin.ListActions:output_type -> bagkeeper.admin.v1.ListActionsResponse
-	32, // 48: bagkeeper.admin.v1.Admin.TransferLeadership:output_type -> bagkeeper.admin.v1.TransferLeadershipResponse
-	34, // 49: bagkeeper.admin.v1.Admin.RemoveRelation:output_type -> bagkeeper.admin.v1.RemoveRelationResponse
-	36, // 50: bagkeeper.admin.v1.Admin.SaveSnapshot:output_type -> bagkeeper.admin.v1.SnapshotChunk
-	38, // 51: bagkeeper.admin.v1.Admin.RetryHook:output_type -> bagkeeper.admin.v1.RetryHookResponse
-	43, // 52: bagkeeper.admin.v1.Admin.ShowUnit:output_type -> bagkeeper.admin.v1.ShowUnitResponse
-	37, // [37:53] is the sub-list for method output_type
-	21, // [21:37] is the sub-list for method input_type
+	44, // 37: bagkeeper.admin.v1.Admin.DebugLog:input_type -> bagkeeper.admin.v1.DebugLogRequest
+	6,  // 38: bagkeeper.admin.v1.Admin.Status:output_type -> bagkeeper.admin.v1.StatusResponse
+	9,  // 39: bagkeeper.admin.v1.Admin.GetBags:output_type -> bagkeeper.admin.v1.GetBagsResponse
+	11, // 40: bagkeeper.admin.v1.Admin.SetBag:output_type -> bagkeeper.admin.v1.SetBagResponse
+	13, // 41: bagkeeper.admin.v1.Admin.EnsureRelation:output_type -> bagkeeper.admin.v1.EnsureRelationResponse
+	15, // 42: bagkeeper.admin.v1.Admin.RemoveUnit:output_type -> bagkeeper.admin.v1.RemoveUnitResponse
+	17, // 43: bagkeeper.admin.v1.Admin.RemoveMember:output_type -> bagkeeper.admin.v1.RemoveMemberResponse
+	21, // 44: bagkeeper.admin.v1.Admin.PlanRecovery:output_type -> bagkeeper.admin.v1.RecoveryPlan
+	23, // 45: bagkeeper.admin.v1.Admin.StageRecovery:output_type -> bagkeeper.admin.v1.StageRecoveryResponse
+	25, // 46: bagkeeper.admin.v1.Admin.EnqueueAction:output_type -> bagkeeper.admin.v1.EnqueueActionResponse
+	30, // 47: bagkeeper.admin.v1.Admin.GetAction:output_type -> bagkeeper.admin.v1.Action
+	28, // 48: bagkeeper.admin.v1.Admin.ListActions:output_type -> bagkeeper.admin.v1.ListActionsResponse
+	32, // 49: bagkeeper.admin.v1.Admin.TransferLeadership:output_type -> bagkeeper.admin.v1.TransferLeadershipResponse
+	34, // 50: bagkeeper.admin.v1.Admin.RemoveRelation:output_type -> bagkeeper.admin.v1.RemoveRelationResponse
+	36, // 51: bagkeeper.admin.v1.Admin.SaveSnapshot:output_type -> bagkeeper.admin.v1.SnapshotChunk
+	38, // 52: bagkeeper.admin.v1.Admin.RetryHook:output_type -> bagkeeper.admin.v1.RetryHookResponse
+	43, // 53: bagkeeper.admin.v1.Admin.ShowUnit:output_type -> bagkeeper.admin.v1.ShowUnitResponse
+	45, // 54: bagkeeper.admin.v1.Admin.DebugLog:output_type -> bagkeeper.admin.v1.DebugLogEvent
+	38, // [38:55] is the sub-list for method output_type
+	21, // [21:38] is the sub-list for method input_type
 	21, // [21:21] is the sub-list for extension type_name
 	21, // [21:21] is the sub-list for extension extendee
 	0,  // [0:21] is the sub-list for field type_name
@@ -3540,7 +3724,7 @@ func file_sidecar_adminpb_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sidecar_adminpb_admin_proto_rawDesc), len(file_sidecar_adminpb_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   48,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

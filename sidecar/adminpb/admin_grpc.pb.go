@@ -40,6 +40,7 @@ const (
 	Admin_SaveSnapshot_FullMethodName       = "/bagkeeper.admin.v1.Admin/SaveSnapshot"
 	Admin_RetryHook_FullMethodName          = "/bagkeeper.admin.v1.Admin/RetryHook"
 	Admin_ShowUnit_FullMethodName           = "/bagkeeper.admin.v1.Admin/ShowUnit"
+	Admin_DebugLog_FullMethodName           = "/bagkeeper.admin.v1.Admin/DebugLog"
 )
 
 // AdminClient is the client API for Admin service.
@@ -106,6 +107,13 @@ type AdminClient interface {
 	// ShowUnit returns everything known of one unit, read from one version
 	// of the state (linearizable unless stale).
 	ShowUnit(ctx context.Context, in *ShowUnitRequest, opts ...grpc.CallOption) (*ShowUnitResponse, error)
+	// ---- end of failed hooks ----
+	// DebugLog streams the group's hook and membership events as this
+	// member applies them (sidecar/debuglog.go): first a summary of the
+	// current state, then, unless no_tail, each event derived from the
+	// changes of the replicated state and of the raft configuration, until
+	// the call ends. A slow reader loses events, told by a "dropped" event.
+	DebugLog(ctx context.Context, in *DebugLogRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DebugLogEvent], error)
 }
 
 type adminClient struct {
@@ -285,6 +293,25 @@ func (c *adminClient) ShowUnit(ctx context.Context, in *ShowUnitRequest, opts ..
 	return out, nil
 }
 
+func (c *adminClient) DebugLog(ctx context.Context, in *DebugLogRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DebugLogEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Admin_ServiceDesc.Streams[1], Admin_DebugLog_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[DebugLogRequest, DebugLogEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Admin_DebugLogClient = grpc.ServerStreamingClient[DebugLogEvent]
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -349,6 +376,13 @@ type AdminServer interface {
 	// ShowUnit returns everything known of one unit, read from one version
 	// of the state (linearizable unless stale).
 	ShowUnit(context.Context, *ShowUnitRequest) (*ShowUnitResponse, error)
+	// ---- end of failed hooks ----
+	// DebugLog streams the group's hook and membership events as this
+	// member applies them (sidecar/debuglog.go): first a summary of the
+	// current state, then, unless no_tail, each event derived from the
+	// changes of the replicated state and of the raft configuration, until
+	// the call ends. A slow reader loses events, told by a "dropped" event.
+	DebugLog(*DebugLogRequest, grpc.ServerStreamingServer[DebugLogEvent]) error
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -406,6 +440,9 @@ func (UnimplementedAdminServer) RetryHook(context.Context, *RetryHookRequest) (*
 }
 func (UnimplementedAdminServer) ShowUnit(context.Context, *ShowUnitRequest) (*ShowUnitResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ShowUnit not implemented")
+}
+func (UnimplementedAdminServer) DebugLog(*DebugLogRequest, grpc.ServerStreamingServer[DebugLogEvent]) error {
+	return status.Error(codes.Unimplemented, "method DebugLog not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -709,6 +746,17 @@ func _Admin_ShowUnit_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_DebugLog_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(DebugLogRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AdminServer).DebugLog(m, &grpc.GenericServerStream[DebugLogRequest, DebugLogEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Admin_DebugLogServer = grpc.ServerStreamingServer[DebugLogEvent]
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -781,6 +829,11 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "SaveSnapshot",
 			Handler:       _Admin_SaveSnapshot_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "DebugLog",
+			Handler:       _Admin_DebugLog_Handler,
 			ServerStreams: true,
 		},
 	},
