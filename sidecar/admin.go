@@ -198,19 +198,25 @@ func probeTimeout(ctx context.Context) time.Duration {
 	return max(t, time.Millisecond)
 }
 
-func (a *adminServer) GetBags(ctx context.Context, req *adminpb.GetBagsRequest) (*adminpb.GetBagsResponse, error) {
-	var st *state.State
-	var notReady string
-	if req.GetStale() {
-		st = a.n.State()
+// read returns the state a read answers from: a linearizable read, or
+// with stale this member's copy as it is and why it may be behind.
+func (a *adminServer) read(ctx context.Context, stale bool) (st *state.State, notReady string, err error) {
+	if stale {
 		if ok, why := a.ready(); !ok {
 			notReady = why
 		}
-	} else {
-		var err error
-		if st, err = a.n.Read(ctx); err != nil {
-			return nil, commandStatus(err)
-		}
+		return a.n.State(), notReady, nil
+	}
+	if st, err = a.n.Read(ctx); err != nil {
+		return nil, "", commandStatus(err)
+	}
+	return st, "", nil
+}
+
+func (a *adminServer) GetBags(ctx context.Context, req *adminpb.GetBagsRequest) (*adminpb.GetBagsResponse, error) {
+	st, notReady, err := a.read(ctx, req.GetStale())
+	if err != nil {
+		return nil, err
 	}
 	resp := &adminpb.GetBagsResponse{Index: st.Index(), NotReadyReason: notReady}
 	rels := st.Relations()

@@ -62,18 +62,9 @@ func (a *adminServer) RetryHook(ctx context.Context, req *adminpb.RetryHookReque
 }
 
 func (a *adminServer) ShowUnit(ctx context.Context, req *adminpb.ShowUnitRequest) (*adminpb.ShowUnitResponse, error) {
-	var st *state.State
-	var notReady string
-	if req.GetStale() {
-		st = a.n.State()
-		if ok, why := a.ready(); !ok {
-			notReady = why
-		}
-	} else {
-		var err error
-		if st, err = a.n.Read(ctx); err != nil {
-			return nil, commandStatus(err)
-		}
+	st, notReady, err := a.read(ctx, req.GetStale())
+	if err != nil {
+		return nil, err
 	}
 	u, ok := st.Unit(req.GetUnit())
 	if !ok {
