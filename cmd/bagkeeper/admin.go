@@ -50,6 +50,19 @@ func (a *adminFlags) registerFormat(fs *cmdFlags, formats string) {
 	}
 }
 
+// writeFormats are the output formats of the commands that write: a line
+// for people, or one JSON object for scripts.
+const writeFormats = "text|json"
+
+// report prints what a write did: text, or with --format json the object.
+func (a *adminFlags) report(w io.Writer, obj map[string]any, format string, args ...any) error {
+	if a.format == "json" {
+		return writeJSON(w, obj)
+	}
+	_, err := fmt.Fprintf(w, format, args...)
+	return err
+}
+
 func (a *adminFlags) dial() (adminpb.AdminClient, func(), error) {
 	path := a.socket
 	if path == "" {
@@ -571,10 +584,13 @@ func cmdBagsSet(e *env, args []string) error {
 	var a adminFlags
 	var rel string
 	fs := newFlagSet("bags set", bagsUsage)
-	a.register(fs, "")
+	a.register(fs, writeFormats)
 	fs.StringVar(&rel, "relation", "", "the relation: `id` or endpoint:id (required)")
 	rest, err := parse(e, fs, args)
 	if err != nil {
+		return err
+	}
+	if err := checkFormat(a.format, "text", "json"); err != nil {
 		return err
 	}
 	if rel == "" {
@@ -609,8 +625,8 @@ func cmdBagsSet(e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(e.stdout, "committed at raft index %d\n", resp.GetIndex())
-		return nil
+		return a.report(e.stdout, map[string]any{"relation_id": relID, "owner": rest[0], "set": set, "deleted": del, "index": resp.GetIndex()},
+			"committed at raft index %d\n", resp.GetIndex())
 	})
 }
 
@@ -645,7 +661,7 @@ func cmdRelation(e *env, args []string) error {
 	var endpoint, iface, remoteApp, remoteEndpoint string
 	var peer bool
 	fs := newFlagSet("relation ensure", relationUsage)
-	a.register(fs, "")
+	a.register(fs, writeFormats)
 	fs.StringVar(&endpoint, "endpoint", "", "this application's endpoint `name`")
 	fs.StringVar(&iface, "interface", "", "interface `name`")
 	fs.BoolVar(&peer, "peer", false, "a peer relation (among this application's units)")
@@ -653,6 +669,9 @@ func cmdRelation(e *env, args []string) error {
 	fs.StringVar(&remoteEndpoint, "remote-endpoint", "", "the other application's endpoint `name`")
 	rest, err := parse(e, fs, args[1:])
 	if err != nil {
+		return err
+	}
+	if err := checkFormat(a.format, "text", "json"); err != nil {
 		return err
 	}
 	if len(rest) > 0 {
@@ -669,17 +688,20 @@ func cmdRelation(e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(e.stdout, "%s:%d\n", endpoint, resp.GetRelationId())
-		return nil
+		return a.report(e.stdout, map[string]any{"relation": fmt.Sprintf("%s:%d", endpoint, resp.GetRelationId()), "relation_id": resp.GetRelationId()},
+			"%s:%d\n", endpoint, resp.GetRelationId())
 	})
 }
 
 func cmdRelationRemove(e *env, args []string) error {
 	var a adminFlags
 	fs := newFlagSet("relation remove", relationUsage)
-	a.register(fs, "")
+	a.register(fs, writeFormats)
 	rest, err := parse(e, fs, args)
 	if err != nil {
+		return err
+	}
+	if err := checkFormat(a.format, "text", "json"); err != nil {
 		return err
 	}
 	if len(rest) != 1 {
@@ -694,8 +716,8 @@ func cmdRelationRemove(e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(e.stdout, "relation %s removed at raft index %d\n", rest[0], resp.GetIndex())
-		return nil
+		return a.report(e.stdout, map[string]any{"relation": rest[0], "removed": true, "index": resp.GetIndex()},
+			"relation %s removed at raft index %d\n", rest[0], resp.GetIndex())
 	})
 }
 
@@ -731,10 +753,13 @@ func cmdUnit(e *env, args []string) error {
 	var a adminFlags
 	var force bool
 	fs := newFlagSet("unit remove", unitUsage)
-	a.register(fs, "")
+	a.register(fs, writeFormats)
 	fs.BoolVar(&force, "force", false, "remove the unit even if a running pod holds it")
 	rest, err := parse(e, fs, args[1:])
 	if err != nil {
+		return err
+	}
+	if err := checkFormat(a.format, "text", "json"); err != nil {
 		return err
 	}
 	if len(rest) != 1 {
@@ -744,17 +769,19 @@ func cmdUnit(e *env, args []string) error {
 		if _, err := c.RemoveUnit(ctx, &adminpb.RemoveUnitRequest{Unit: rest[0], Force: force}); err != nil {
 			return err
 		}
-		fmt.Fprintf(e.stdout, "unit %s removed\n", rest[0])
-		return nil
+		return a.report(e.stdout, map[string]any{"unit": rest[0], "removed": true}, "unit %s removed\n", rest[0])
 	})
 }
 
 func cmdUnitRetry(e *env, args []string) error {
 	var a adminFlags
 	fs := newFlagSet("unit retry", unitUsage)
-	a.register(fs, "")
+	a.register(fs, writeFormats)
 	rest, err := parse(e, fs, args)
 	if err != nil {
+		return err
+	}
+	if err := checkFormat(a.format, "text", "json"); err != nil {
 		return err
 	}
 	if len(rest) != 1 {
@@ -764,6 +791,9 @@ func cmdUnitRetry(e *env, args []string) error {
 		resp, err := c.RetryHook(ctx, &adminpb.RetryHookRequest{Unit: rest[0]})
 		if err != nil {
 			return err
+		}
+		if a.format == "json" {
+			return writeJSON(e.stdout, map[string]any{"unit": rest[0], "hook": resp.GetHook(), "attempt": resp.GetAttempt(), "index": resp.GetIndex()})
 		}
 		hook := resp.GetHook()
 		if hook == "" {
@@ -797,9 +827,12 @@ func cmdMember(e *env, args []string) error {
 	}
 	var a adminFlags
 	fs := newFlagSet("member remove", memberUsage)
-	a.register(fs, "")
+	a.register(fs, writeFormats)
 	rest, err := parse(e, fs, args[1:])
 	if err != nil {
+		return err
+	}
+	if err := checkFormat(a.format, "text", "json"); err != nil {
 		return err
 	}
 	if len(rest) != 1 || !strings.Contains(rest[0], "/") {
@@ -809,8 +842,7 @@ func cmdMember(e *env, args []string) error {
 		if _, err := c.RemoveMember(ctx, &adminpb.RemoveMemberRequest{Id: rest[0]}); err != nil {
 			return err
 		}
-		fmt.Fprintf(e.stdout, "member %s removed\n", rest[0])
-		return nil
+		return a.report(e.stdout, map[string]any{"member": rest[0], "removed": true}, "member %s removed\n", rest[0])
 	})
 }
 
@@ -833,9 +865,12 @@ func cmdLeader(e *env, args []string) error {
 	}
 	var a adminFlags
 	fs := newFlagSet("leader transfer", leaderUsage)
-	a.register(fs, "")
+	a.register(fs, writeFormats)
 	rest, err := parse(e, fs, args[1:])
 	if err != nil {
+		return err
+	}
+	if err := checkFormat(a.format, "text", "json"); err != nil {
 		return err
 	}
 	if len(rest) > 1 {
@@ -852,6 +887,10 @@ func cmdLeader(e *env, args []string) error {
 		resp, err := c.TransferLeadership(ctx, &adminpb.TransferLeadershipRequest{Member: member})
 		if err != nil {
 			return err
+		}
+		if a.format == "json" {
+			moved := resp.GetLeader() != "" && resp.GetLeader() != resp.GetPrevious()
+			return writeJSON(e.stdout, map[string]any{"previous": resp.GetPrevious(), "leader": resp.GetLeader(), "moved": moved})
 		}
 		if resp.GetLeader() == "" || resp.GetLeader() == resp.GetPrevious() {
 			fmt.Fprintf(e.stdout, "leadership handed over by %s; no new leader known yet\n", orDash(resp.GetPrevious()))

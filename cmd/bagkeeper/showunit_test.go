@@ -67,7 +67,7 @@ func (f *fakeAdmin) RetryHook(_ context.Context, req *adminpb.RetryHookRequest) 
 	return &adminpb.RetryHookResponse{Hook: u.GetHookFailure().GetHook(), Attempt: u.GetHookFailure().GetAttempt(), Index: 43}, nil
 }
 
-func serveFake(t *testing.T, f *fakeAdmin) string {
+func serveFake(t *testing.T, f adminpb.AdminServer) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "bk")
 	if err != nil {
