@@ -62,8 +62,20 @@ pods-test: image
 test: vet
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list ./... | grep -v -e /test/e2e -e /test/pods)
 	$(GO) test -count=1 -run 'TestLargestReply' ./agent/
-	$(GO) test -race -count=1 -timeout 20m ./test/e2e/
+	$(MAKE) e2e
 	$(MAKE) chart-test
+
+## e2e: the process-level suite alone. With E2E_LOG=FILE (CI sets it) its
+## -v output goes to FILE and what is printed is the output of each failed
+## test, the result and the slowest tests.
+.PHONY: e2e
+e2e:
+ifdef E2E_LOG
+	@echo "$(GO) test -race -count=1 -timeout 20m -v ./test/e2e/ >$(E2E_LOG) 2>&1"
+	@$(GO) test -race -count=1 -timeout 20m -v ./test/e2e/ >$(E2E_LOG) 2>&1; s=$$?; awk -f test/e2e/summary.awk $(E2E_LOG); exit $$s
+else
+	$(GO) test -race -count=1 -timeout 20m ./test/e2e/
+endif
 
 vet:
 	$(GO) vet ./...
