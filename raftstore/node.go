@@ -61,6 +61,9 @@ type Config struct {
 	DiscoverChanged <-chan struct{}
 	// JoinInterval is the pause between bootstrap/join attempts (default 1s).
 	JoinInterval time.Duration
+	// LeaveTimeout bounds how long a graceful stop tries to leave the
+	// configuration (default 5s).
+	LeaveTimeout time.Duration
 
 	// Raft timing (defaults: heartbeat 500ms, election 500ms, leader lease
 	// 250ms, commit 200ms).
@@ -147,6 +150,7 @@ func (c *Config) setDefaults() error {
 		}
 	}
 	def(&c.JoinInterval, time.Second)
+	def(&c.LeaveTimeout, 5*time.Second)
 	def(&c.HeartbeatTimeout, 500*time.Millisecond)
 	def(&c.ElectionTimeout, 500*time.Millisecond)
 	def(&c.LeaderLeaseTimeout, 250*time.Millisecond)

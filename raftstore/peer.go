@@ -400,10 +400,23 @@ func (n *Node) promoteReplacement(ctx context.Context, leaving raft.ServerID) (r
 func (n *Node) RemoveMember(ctx context.Context, id raft.ServerID) error {
 	err := n.onLeader(ctx, n.removeCall(id, 0))
 	if s, ok := status.FromError(err); ok && (s.Code() == codes.NotFound || s.Code() == codes.FailedPrecondition) {
+		if strings.Contains(s.Message(), wouldLoseQuorum) {
+			return &quorumRefusal{s.Message()}
+		}
 		return fmt.Errorf("%s", s.Message())
 	}
 	return err
 }
+
+// wouldLoseQuorum is what the leader's refusal to remove a voter says
+// (checkRemovable).
+const wouldLoseQuorum = "fewer than a quorum"
+
+// quorumRefusal: the leader refused to remove a voter because too few
+// healthy voters would remain, as it judged their health then.
+type quorumRefusal struct{ msg string }
+
+func (e *quorumRefusal) Error() string { return e.msg }
 
 // admit adds a joining member as a non-voter, or learns where a member
 // moved. It runs on the leader. A newer incarnation of the same pod
@@ -472,11 +485,32 @@ func (n *Node) admit(id raft.ServerID, addr raft.ServerAddress) (string, error) 
 }
 
 // leave asks the leader to remove this member.
+//
+// A refusal because too few healthy voters would remain is tried again
+// until the time is up: right after this member handed leadership over,
+// the new leader may not have heard from every voter yet (a voter that
+// answers late, a pod that has just been promoted), and a member that
+// gave up would stay a voter until autopilot finds it dead.
 func (n *Node) leave(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.LeaveTimeout)
 	defer cancel()
-	if err := n.RemoveMember(ctx, n.id); err != nil {
-		return err
+	for waited := false; ; waited = true {
+		err := n.RemoveMember(ctx, n.id)
+		var qr *quorumRefusal
+		if err == nil {
+			break
+		}
+		if !errors.As(err, &qr) {
+			return err
+		}
+		if !waited {
+			n.log.Info("leaving waits until enough healthy voters remain", "refused", qr.msg)
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 	n.log.Info("left the cluster")
 	return nil
