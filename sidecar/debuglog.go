@@ -119,7 +119,7 @@ func diffViews(prev, next logView, now time.Time) []logEvent {
 	}
 	// Hooks: the units' cursors and hook errors.
 	for _, u := range ns.Units() {
-		diffCursor(l, u, ps, ns)
+		diffCursor(l, u, ps, ns, diffHistory(l, u, ps, ns))
 		pe, ne := ps.UnitExtra(u.Name), ns.UnitExtra(u.Name)
 		switch {
 		case ne.HookError != "" && (ne.HookError != pe.HookError || ne.HookErrorMessage != pe.HookErrorMessage):
@@ -204,10 +204,49 @@ func relationText(r *state.Relation) string {
 	return s + ")"
 }
 
+// diffHistory reports the hooks a unit's history gained between the two
+// states, each with the time it ended and what it took, by the clock of
+// the agent that ran it: every hook, also those committed in one burst.
+// A failed one is said by its hook error. It reports whether the history
+// said anything new (else the cursor is read; see diffCursor).
+func diffHistory(l *eventList, u *state.Unit, ps, ns *state.State) bool {
+	prev, next := ps.UnitExtra(u.Name).History, ns.UnitExtra(u.Name).History
+	start := 0
+	if n := len(prev); n > 0 {
+		// The records after the last one prev has (the history drops its
+		// oldest as it grows); all of them if prev's last is gone.
+		last := prev[n-1]
+		for i := len(next) - 1; i >= 0; i-- {
+			if sameRecord(next[i], last) {
+				start = i + 1
+				break
+			}
+		}
+	}
+	for _, r := range next[start:] {
+		if !r.OK {
+			continue
+		}
+		d := r.Hook
+		if r.Relation != "" || r.RemoteUnit != "" {
+			d += " (" + strings.TrimSpace(r.Relation+" "+r.RemoteUnit) + ")"
+		}
+		l.add(r.Started.Add(r.Duration), u.Name, r.Member, "hook-committed", d+" in "+r.Duration.Round(time.Millisecond).String())
+	}
+	return start < len(next)
+}
+
+func sameRecord(a, b state.HookRecord) bool {
+	return a.Hook == b.Hook && a.Relation == b.Relation && a.RemoteUnit == b.RemoteUnit && a.Member == b.Member &&
+		a.Started.Equal(b.Started) && a.Duration == b.Duration && a.OK == b.OK
+}
+
 // diffCursor derives a unit's hook events from its cursor: the hook
-// recorded as running (Running) and the hook committed (the cursor
-// advanced). A commit records the next hook to run in the same write.
-func diffCursor(l *eventList, u *state.Unit, ps, ns *state.State) {
+// recorded as running (Running) and, when the unit's history says
+// nothing (a record written by an older agent), the hook committed (the
+// cursor advanced). A commit records the next hook to run in the same
+// write.
+func diffCursor(l *eventList, u *state.Unit, ps, ns *state.State, committedSaid bool) {
 	prevB, nextB := ps.Cursor(u.Name), ns.Cursor(u.Name)
 	if bytes.Equal(prevB, nextB) {
 		return
@@ -223,6 +262,7 @@ func diffCursor(l *eventList, u *state.Unit, ps, ns *state.State) {
 	advanced := !bytes.Equal(pc.Encode(), nc.Encode())
 	sameRunning := pr != nil && nr != nil && *pr == *nr
 	switch {
+	case committedSaid:
 	case pr != nil && (!sameRunning || advanced):
 		l.add(time.Time{}, u.Name, u.Member, "hook-committed", hookText(pr, ns, ps))
 	case pr == nil && advanced:

@@ -55,7 +55,9 @@ func step(t *testing.T, s *statetest.Store, ops ...*storepb.Op) string {
 		if e.Index != next.st.Index() || e.Time.IsZero() || e.LocalTime != e.Time.Equal(now) || e.Summary {
 			t.Errorf("event %+v: index %d, local time %v", e, next.st.Index(), now)
 		}
-		if !e.LocalTime && !e.Time.Equal(s.Now()) {
+		// A committed hook's time is when it ended by its agent's clock
+		// (TestDebugLogShowsEveryHookOfABurst), the others' the entry's.
+		if !e.LocalTime && e.Kind != "hook-committed" && !e.Time.Equal(s.Now()) {
 			t.Errorf("event %+v: the entry's time is %v", e, s.Now())
 		}
 	}
@@ -293,5 +295,38 @@ func TestDebugLogSlowReaderLosesEventsNotMemory(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Hooks committed in one burst (several commits applied between two looks)
+// each show, from the unit's hook history, with when they ended and what
+// they took; the cursor then says nothing more about them.
+func TestDebugLogShowsEveryHookOfABurst(t *testing.T) {
+	s := statetest.New(t, "web")
+	step(t, s, state.ClaimUnitOp("m0", "web-0", 0, 1), state.EnsureRelationOp("replicas", "web-peers", true, "", ""))
+	at := s.Now()
+	rec := func(hook, rel, remote string, started time.Time, ok bool) *storepb.Op {
+		return state.RecordHookOp("web/0", state.HookRecord{Hook: hook, Relation: rel, RemoteUnit: remote, OK: ok, Started: started, Duration: 120 * time.Millisecond, Member: "m0"})
+	}
+	got := step(t, s,
+		rec("install", "", "", at, true),
+		rec("replicas-relation-created", "replicas:0", "", at.Add(time.Second), true),
+		rec("config-changed", "", "", at.Add(2*time.Second), false),
+		state.SetCursorOp("web/0", cursor(agent.Cursor{Installed: true, Running: &agent.HookID{Name: "config-changed"}})))
+	want := "web/0 hook-committed install in 120ms\n" +
+		"web/0 hook-committed replicas-relation-created (replicas:0) in 120ms\n" +
+		"web/0 hook-running config-changed (local)\n"
+	if got != want {
+		t.Errorf("a burst:\ngot\n%s\nwant\n%s", got, want)
+	}
+	prev := logView{st: s.State()}
+	s.Must(rec("update-status", "", "", at.Add(5*time.Second), true))
+	if evs := diffViews(prev, logView{st: s.State()}, time.Now()); len(evs) != 1 || !evs[0].Time.Equal(at.Add(5*time.Second+120*time.Millisecond)) || evs[0].LocalTime {
+		t.Errorf("a committed hook's time is when it ended by its agent's clock: %+v", evs)
+	}
+	// One more: only it shows.
+	if got, want := step(t, s, rec("replicas-relation-joined", "replicas:0", "web/1", at.Add(3*time.Second), true)),
+		"web/0 hook-committed replicas-relation-joined (replicas:0 web/1) in 120ms\n"; got != want {
+		t.Errorf("the next hook:\ngot\n%s\nwant\n%s", got, want)
 	}
 }
