@@ -44,7 +44,7 @@ func TestCompletionScriptsComplete(t *testing.T) {
 		{[]string{"bagkeeper", "sta"}, "status"},
 		{[]string{"bagkeeper", "re"}, "relation recover"},
 		{[]string{"bagkeeper", "unit", ""}, "remove retry"},
-		{[]string{"bagkeeper", "unit", "remove", "--f"}, "--force"},
+		{[]string{"bagkeeper", "unit", "remove", "--f"}, "--force --format"},
 		{[]string{"bagkeeper", "relation", "r"}, "remove"},
 		{[]string{"bagkeeper", "leader", "transfer", "--adm"}, "--admin-socket"},
 		{[]string{"bagkeeper", "bags", "s"}, "set"},

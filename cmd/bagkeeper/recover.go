@@ -49,7 +49,7 @@ func cmdRecover(e *env, args []string) error {
 	var a adminFlags
 	var app, survivors, digest string
 	var show, plan, atNextStart bool
-	a.register(fs, "")
+	a.register(fs, writeFormats)
 	fs.StringVar(&app, "app", "", "the application `name` (as given to run; with --show)")
 	fs.StringVar(&survivors, "survivors", "", "JSON `file` listing every member that still runs")
 	fs.StringVar(&digest, "plan-digest", "", "the `digest` --plan printed (with --at-next-start)")
@@ -72,6 +72,9 @@ func cmdRecover(e *env, args []string) error {
 	if modes != 1 {
 		return usageErrorf("give one of --show, --plan or --at-next-start")
 	}
+	if err := checkFormat(a.format, "text", "json"); err != nil {
+		return err
+	}
 	if show {
 		if app == "" {
 			return usageErrorf("--show needs --app")
@@ -79,6 +82,14 @@ func cmdRecover(e *env, args []string) error {
 		in, err := raftstore.Inspect(a.dataDir, app)
 		if err != nil {
 			return err
+		}
+		if a.format == "json" {
+			servers := []map[string]any{}
+			for _, s := range in.Configuration.Servers {
+				servers = append(servers, map[string]any{"id": string(s.ID), "suffrage": suffrage(s.Suffrage), "address": string(s.Address)})
+			}
+			return writeJSON(e.stdout, map[string]any{"member": string(in.Identity.ServerID()), "pod": in.Identity.Pod,
+				"incarnation_created": in.Identity.Created, "last_index": in.LastIndex, "configuration": servers})
 		}
 		fmt.Fprintf(e.stdout, "member      %s\npod         %s\nincarnation created %s\nlast index  %d\nlast known configuration:\n", in.Identity.ServerID(), in.Identity.Pod, in.Identity.Created.Format("2006-01-02 15:04:05 MST"), in.LastIndex)
 		for _, s := range in.Configuration.Servers {
@@ -106,6 +117,9 @@ func cmdRecover(e *env, args []string) error {
 			if err != nil {
 				return err
 			}
+			if a.format == "json" {
+				return writeJSON(e.stdout, map[string]any{"plan": planJSON(p)})
+			}
 			printPlan(e, p)
 			fmt.Fprintf(e.stdout, "\nStage it on every survivor, with the same survivors file:\n  bagkeeper recover --at-next-start --survivors FILE --plan-digest %s\n", p.GetDigest())
 			return nil
@@ -113,6 +127,9 @@ func cmdRecover(e *env, args []string) error {
 		r, err := c.StageRecovery(ctx, &adminpb.StageRecoveryRequest{Survivors: req, Digest: digest})
 		if err != nil {
 			return err
+		}
+		if a.format == "json" {
+			return writeJSON(e.stdout, map[string]any{"plan": planJSON(r.GetPlan()), "role": r.GetRole()})
 		}
 		printPlan(e, r.GetPlan())
 		what := "at its next start it sets its raft state aside (kept in before-recovery-" + r.GetPlan().GetId() + "/ in its data dir) and joins the recovered group as a new member"
@@ -122,6 +139,17 @@ func cmdRecover(e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "\nStaged on this member: %s. Stage the other survivors, then restart every one of them.\n", what)
 		return nil
 	})
+}
+
+// planJSON is a recovery plan for --format json.
+func planJSON(p *adminpb.RecoveryPlan) map[string]any {
+	survivors := []map[string]any{}
+	for _, s := range p.GetSurvivors() {
+		survivors = append(survivors, map[string]any{"id": s.GetId(), "address": s.GetAddress(),
+			"last_log_term": s.GetLastLogTerm(), "last_index": s.GetLastIndex(), "role": s.GetRole()})
+	}
+	return map[string]any{"id": p.GetId(), "digest": p.GetDigest(), "cluster_id": p.GetClusterId(),
+		"generation": p.GetGeneration(), "leader": p.GetLeader(), "survivors": survivors}
 }
 
 func printPlan(e *env, p *adminpb.RecoveryPlan) {

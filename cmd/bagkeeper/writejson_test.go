@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -84,6 +86,55 @@ func TestWritesPrintJSON(t *testing.T) {
 		e, _, _ = testEnv(nil)
 		if code := runMain(e, yargs); code != 2 {
 			t.Errorf("%s --format yaml: exit %d, want 2 (a usage mistake)", name, code)
+		}
+	}
+}
+
+func (*writeAdmin) PlanRecovery(_ context.Context, req *adminpb.PlanRecoveryRequest) (*adminpb.RecoveryPlan, error) {
+	return recoveryPlan(req.GetSurvivors()), nil
+}
+
+func (*writeAdmin) StageRecovery(_ context.Context, req *adminpb.StageRecoveryRequest) (*adminpb.StageRecoveryResponse, error) {
+	return &adminpb.StageRecoveryResponse{Plan: recoveryPlan(req.GetSurvivors()), Role: "lead"}, nil
+}
+
+func recoveryPlan(survivors []*adminpb.Survivor) *adminpb.RecoveryPlan {
+	p := &adminpb.RecoveryPlan{Id: "0123456789ab", Digest: "0123456789abcdef", ClusterId: "c1", Generation: 2, Leader: survivors[0].GetId()}
+	for _, s := range survivors {
+		p.Survivors = append(p.Survivors, &adminpb.PlannedSurvivor{Id: s.GetId(), Address: s.GetAddress(), LastLogTerm: 3, LastIndex: 40, Role: "lead"})
+	}
+	return p
+}
+
+// recover --plan and --at-next-start print the plan as JSON too.
+func TestRecoverPrintsJSON(t *testing.T) {
+	sock := serveFake(t, &writeAdmin{})
+	file := filepath.Join(t.TempDir(), "survivors.json")
+	if err := os.WriteFile(file, []byte(`[{"id": "web-0/a", "address": "10.0.0.1:7400"}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wantPlan := map[string]any{"id": "0123456789ab", "digest": "0123456789abcdef", "cluster_id": "c1", "generation": 2.0, "leader": "web-0/a",
+		"survivors": []any{map[string]any{"id": "web-0/a", "address": "10.0.0.1:7400", "last_log_term": 3.0, "last_index": 40.0, "role": "lead"}}}
+	for _, tc := range []struct {
+		args []string
+		want map[string]any
+	}{
+		{[]string{"--plan"}, map[string]any{"plan": wantPlan}},
+		{[]string{"--at-next-start", "--plan-digest", "0123456789abcdef"}, map[string]any{"plan": wantPlan, "role": "lead"}},
+	} {
+		e, out, errb := testEnv(nil)
+		args := append([]string{"recover", "--admin-socket", sock, "--survivors", file, "--format", "json"}, tc.args...)
+		if code := runMain(e, args); code != 0 {
+			t.Fatalf("%v: exit %d: %s", tc.args, code, errb)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+			t.Fatalf("%v: %v: %q", tc.args, err, out)
+		}
+		gb, _ := json.Marshal(got)
+		wb, _ := json.Marshal(tc.want)
+		if string(gb) != string(wb) {
+			t.Errorf("%v: %s, want %s", tc.args, gb, wb)
 		}
 	}
 }
