@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Exhaustive checks of test/model/claims.pml with spin (make model,
+# make model-mutants): the model in both pod kinds must hold every
+# invariant, and every mutant must produce a counterexample. Needs spin and
+# a C compiler. Usage: check.sh [model|mutants|all]. MODEL_FAULTS (default
+# 1) bounds the faults the environment injects.
+set -euo pipefail
+what=${1:-all}
+here=$(cd "$(dirname "$0")" && pwd)
+faults=${MODEL_FAULTS:-1}
+command -v spin >/dev/null || { echo "model: spin is not installed (Debian: apt-get install spin)"; exit 1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# verify NAME EXPECT FLAGS...: build and run pan in a directory of its own;
+# EXPECT is "pass" (no error) or "fail" (an assertion violated, trail kept)
+verify() {
+	local name=$1 expect=$2
+	shift 2
+	local dir=$work/$name
+	mkdir -p "$dir"
+	cp "$here/claims.pml" "$dir/"
+	(
+		cd "$dir"
+		spin -a -DFAULTS="$faults" "$@" claims.pml >/dev/null
+		gcc -O2 -w -DSAFETY -DNOFAIR -o pan pan.c
+		./pan -m500000 -c1 >out.txt 2>&1 || true
+	)
+	local errors states vector elapsed
+	errors=$(sed -n 's/.*errors: \([0-9]*\).*/\1/p' "$dir/out.txt")
+	states=$(sed -n 's/^ *\([0-9e.+]*\) states, stored.*/\1/p' "$dir/out.txt")
+	vector=$(sed -n 's/^State-vector \([0-9]*\) byte.*/\1/p' "$dir/out.txt")
+	elapsed=$(sed -n 's/^pan: elapsed time \(.*\)/\1/p' "$dir/out.txt")
+	if grep -q 'max search depth too small' "$dir/out.txt"; then
+		echo "model $name: search depth too small"; cat "$dir/out.txt"; return 1
+	fi
+	case $expect in
+	pass)
+		printf 'model %-26s %s: %s states stored, state vector %s bytes, %s\n' "$name" "ok (no invariant violated, every calm run ends with every unit held)" "$states" "$vector" "$elapsed"
+		[ "$errors" = 0 ] || { cat "$dir/out.txt"; (cd "$dir" && spin -t -B -T -DFAULTS="$faults" "$@" claims.pml | tail -30); return 1; }
+		;;
+	fail)
+		[ "${errors:-0}" != 0 ] || { echo "mutant $name: spin found no error: the invariant it breaks is not checked"; return 1; }
+		printf 'mutant %-25s fails as it must: %s\n' "$name" "$(grep -m1 -o 'assertion violated.*(at depth [0-9]*)' "$dir/out.txt")"
+		(cd "$dir" && spin -t -B -T -DFAULTS="$faults" "$@" claims.pml | grep -v '^ST' | grep -v '^MEM leader' | tail -8 | sed 's/^/    /')
+		;;
+	esac
+}
+
+if [ "$what" = model ] || [ "$what" = all ]; then
+	verify deployment pass
+	verify statefulset pass -DSTATEFULSET
+fi
+if [ "$what" = mutants ] || [ "$what" = all ]; then
+	verify nofence fail -DMUTATE_NOFENCE
+	verify noscale fail -DMUTATE_NOSCALE
+	verify raftlease fail -DMUTATE_RAFTLEASE
+	verify nocas fail -DMUTATE_NOCAS
+	verify joinvoter fail -DMUTATE_JOINVOTER
+fi
