@@ -17,6 +17,7 @@
  *                     (default: Deployment pods, a new name each time, claim
  *                     without an ordinal within the declared scale)
  *   FAULTS=n          how many faults the environment may inject
+ *   LATE_CALM         the calm comes only after every fault (for long random simulations)
  *   MUTATE_NOFENCE    a hook commit is applied without checkFence
  *   MUTATE_NOSCALE    claimUnit creates units beyond the declared scale
  *   MUTATE_RAFTLEASE  the raft leader's unit takes the lease (leadership tied
@@ -43,8 +44,8 @@
 #else
 #define MAXU (SCALE + FAULTS) /* unit numbers a bounded run can reach */
 #endif
-#define MAXM 8     /* member ids (pod incarnations) */
-#define MAXP 7     /* pod names */
+#define MAXM (NPOD + FAULTS + 1) /* member ids (pod incarnations) a bounded run can reach */
+#define MAXP (NPOD + FAULTS + 1) /* pod names */
 #define TARGET 3   /* --voters */
 #define NADDR 4    /* pod addresses */
 #define NONE 255
@@ -604,7 +605,11 @@ end:
 	:: d_step { FAULT && disc -> disc = false; faults++ }
 	:: !disc -> disc = true
 	/* the calm: no more faults; every pod eventually runs and is connected */
+#ifdef LATE_CALM
+	:: !calm && faults >= FAULTS -> calm = true /* simulations: every fault first */
+#else
 	:: !calm -> calm = true
+#endif
 	/* liveness: once calm and nothing is left to do, every declared unit is held by a running pod */
 	:: calm && timeout -> d_step {
 		tally = 0;
