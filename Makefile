@@ -86,7 +86,8 @@ model:
 
 ## model-mutants: each mutant of the model (fencing dropped, no scale cap,
 ## the lease tied to the raft leader, removal without compare-and-set, joins
-## as voters) must give spin a counterexample; prints each trail's end
+## as voters, no release of an unreachable holder's unit) must give spin a
+## counterexample; prints each trail's end
 model-mutants:
 	test/model/check.sh mutants
 
