@@ -26,6 +26,7 @@
  *   MUTATE_JOINVOTER  admit adds a new incarnation as a voter
  *   MUTATE_NORELEASE  the leader never releases the unit of an unreachable holder
  *   CALM_ENDS         the LTL property that every calm run ends (pan -a)
+ *   WITNESS_SAMEPOD   pan finds a run through a rare branch of claimUnit (model_test.go)
  *
  * Every "OP" line printed is one command applied to the state machine and
  * its result; every "ST" line the state machine's units, lease and waiting
@@ -109,6 +110,11 @@ bool rdec[MAXU];           /* the reaper decided to remove the unit and has not 
 bool seenok[MAXU];         /* ... and the unit stayed released since (what OnlyReleasedBefore compares) */
 
 /* ---- ghosts for the invariants ---- */
+#ifdef WITNESS_SAMEPOD
+/* not a property: pan's "counterexample" is a run in which a pod's own released unit goes before
+   one released longer ago, a rare branch of claimUnit that model_test.go replays */
+bool witnessed;
+#endif
 bool calm_over;                 /* the calm ended: nothing left to do, every unit held */
 byte lastep[MAXU];         /* the claim (epoch) under which the unit's last hook commit applied */
 byte lastcm[MAXU];         /* and its member */
@@ -157,6 +163,9 @@ inline after() {
 		}
 		assert(!(p_st[k] == RUN && p_bel[k] && l_valid) || l_unit == p_u[k])
 	}
+#ifdef WITNESS_SAMEPOD
+	assert(!witnessed);
+#endif
 	nvot = 0; nrun = 0; nkeep = 0;
 	for (k : 0 .. MAXM-1) {
 		/* a superseded incarnation is out of the configuration once the new one is in; no two members share an address */
@@ -232,6 +241,9 @@ inline claim_unit(cm, cpod, cordinal) {
 				fi
 			fi
 		}
+#ifdef WITNESS_SAMEPOD
+		if :: r == NONE && same != NONE && old != NONE -> witnessed = true :: else fi;
+#endif
 		if
 		:: r != NONE -> claimant[cm] = false
 		:: r == NONE && same != NONE -> claim_number(cm, cpod, same, false); r = same
