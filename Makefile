@@ -85,6 +85,24 @@ vet:
 chart-test:
 	$(GO) -C charts/test test -count=1 ./...
 
+## model: the Promela model of unit claims, takeover, fencing, the lease and
+## membership (test/model/claims.pml) checked exhaustively by spin, for
+## Deployment and StatefulSet pods: state-vector size, states stored and
+## time of each; then model-mutants. Needs spin and gcc (Debian: spin).
+## MODEL_FAULTS (default 1) and MODEL_STS_FAULTS (default 2) bound the
+## faults injected (Deployment and mutants; StatefulSet).
+.PHONY: model model-mutants
+model:
+	test/model/check.sh model
+	test/model/check.sh mutants
+
+## model-mutants: each mutant of the model (fencing dropped, no scale cap,
+## the lease tied to the raft leader, removal without compare-and-set, joins
+## as voters, no release of an unreachable holder's unit) must give spin a
+## counterexample; prints each trail's end
+model-mutants:
+	test/model/check.sh mutants
+
 ## lint: gofmt, go vet and staticcheck
 lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
