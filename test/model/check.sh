@@ -59,15 +59,31 @@ verify() {
 	esac
 }
 
+# run NAME EXPECT FAULTS FLAGS...: verify in the background, its report
+# kept until the end, so that the runs share the machine's cores and their
+# reports still come in order.
+names=()
+run() {
+	names+=("$1")
+	verify "$@" >"$work/$1.report" 2>&1 &
+	pids+=($!)
+}
+pids=()
 if [ "$what" = model ] || [ "$what" = all ]; then
-	verify deployment pass "$faults"
-	verify statefulset pass "$sts_faults" -DSTATEFULSET
+	run deployment pass "$faults"
+	run statefulset pass "$sts_faults" -DSTATEFULSET
 fi
 if [ "$what" = mutants ] || [ "$what" = all ]; then
-	verify nofence fail "$faults" -DMUTATE_NOFENCE
-	verify noscale fail "$faults" -DMUTATE_NOSCALE
-	verify raftlease fail "$faults" -DMUTATE_RAFTLEASE
-	verify nocas fail "$faults" -DMUTATE_NOCAS
-	verify joinvoter fail "$faults" -DMUTATE_JOINVOTER
-	verify norelease fail "$faults" -DMUTATE_NORELEASE
+	run nofence fail "$faults" -DMUTATE_NOFENCE
+	run noscale fail "$faults" -DMUTATE_NOSCALE
+	run raftlease fail "$faults" -DMUTATE_RAFTLEASE
+	run nocas fail "$faults" -DMUTATE_NOCAS
+	run joinvoter fail "$faults" -DMUTATE_JOINVOTER
+	run norelease fail "$faults" -DMUTATE_NORELEASE
 fi
+status=0
+for i in "${!pids[@]}"; do
+	wait "${pids[$i]}" || status=1
+	cat "$work/${names[$i]}.report"
+done
+exit $status
