@@ -361,9 +361,10 @@ func (s *Sidecar) Serve(ctx context.Context) error {
 	}
 	cancel()
 	if s.agent != nil {
-		// The stop hook and the lease release: bounded, so that a pod
-		// without a majority still stops within a common grace period.
-		actx, acancel := context.WithTimeout(context.Background(), 15*time.Second)
+		// The stop hook: bounded, so that a pod without a majority still
+		// stops within a common grace period (10 s here, then up to 5 s
+		// for the unit's release and about a second to close).
+		actx, acancel := context.WithTimeout(context.Background(), 10*time.Second)
 		s.stopAgent(actx, fatal == nil)
 		acancel()
 	}
