@@ -60,13 +60,16 @@ func TestWritesPrintJSON(t *testing.T) {
 		{[]string{"leader", "transfer"}, "leader: web-1/b (was web-0/a)\n", map[string]any{"previous": "web-0/a", "leader": "web-1/b", "moved": true}},
 	} {
 		name := strings.Join(tc.args[:2], " ")
-		// Each is a command of two words; flags go after them.
-		args := append(append(append([]string(nil), tc.args[:2]...), "--admin-socket", sock), tc.args[2:]...)
+		// The command's two words, the flags, then its arguments.
+		with := func(flags ...string) []string {
+			return append(append(append([]string(nil), tc.args[:2]...), append([]string{"--admin-socket", sock}, flags...)...), tc.args[2:]...)
+		}
+		args := with()
 		e, out, errb := testEnv(nil)
 		if code := runMain(e, args); code != 0 || out.String() != tc.text {
 			t.Errorf("%s: exit %d, %q (stderr %q), want %q", name, code, out, errb, tc.text)
 		}
-		jargs := append(append(append([]string(nil), tc.args[:2]...), "--admin-socket", sock, "--format", "json"), tc.args[2:]...)
+		jargs := with("--format", "json")
 		e, out, errb = testEnv(nil)
 		if code := runMain(e, jargs); code != 0 {
 			t.Errorf("%s --format json: exit %d (stderr %q)", name, code, errb)
@@ -82,7 +85,7 @@ func TestWritesPrintJSON(t *testing.T) {
 		if string(gb) != string(wb) {
 			t.Errorf("%s --format json: %s, want %s", name, gb, wb)
 		}
-		yargs := append(append(append([]string(nil), tc.args[:2]...), "--admin-socket", sock, "--format", "yaml"), tc.args[2:]...)
+		yargs := with("--format", "yaml")
 		e, _, _ = testEnv(nil)
 		if code := runMain(e, yargs); code != 2 {
 			t.Errorf("%s --format yaml: exit %d, want 2 (a usage mistake)", name, code)

@@ -48,9 +48,7 @@ func init() {
 // claims.pml on the real state machine. MODEL_DEFINES adds spin -D flags
 // (a mutant, say, to see the test fail).
 func TestModelAgreesWithTheStateMachine(t *testing.T) {
-	if _, err := exec.LookPath("spin"); err != nil {
-		t.Skip("spin is not installed (Debian: apt-get install spin): the model of the claim protocol is not replayed against the state machine")
-	}
+	needTools(t, "spin")
 	for _, kind := range []string{"deployment", "statefulset"} {
 		t.Run(kind, func(t *testing.T) {
 			outs := simulate(t, kind)
@@ -76,12 +74,7 @@ func TestModelAgreesWithTheStateMachine(t *testing.T) {
 // unit released longer ago. pan finds the run (WITNESS_SAMEPOD makes
 // taking that branch an "error"), spin prints it.
 func TestModelWitnessAgreesWithTheStateMachine(t *testing.T) {
-	if _, err := exec.LookPath("spin"); err != nil {
-		t.Skip("spin is not installed (Debian: apt-get install spin): the model of the claim protocol is not replayed against the state machine")
-	}
-	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("gcc is not installed: spin's verifier cannot be built")
-	}
+	needTools(t, "spin", "gcc")
 	model, err := os.ReadFile("claims.pml")
 	if err != nil {
 		t.Fatal(err)
@@ -399,6 +392,21 @@ func (r *replayer) invariants(seed int) {
 	if l := st.Lease(); l.HeldBy(l.Unit, r.s.Now()) {
 		if u, ok := st.Unit(l.Unit); !ok || u.State == state.UnitRemoved {
 			t.Fatalf("seed %d: after %s: the lease runs for %s, which is not a unit", seed, r.last, l.Unit)
+		}
+	}
+}
+
+// needTools skips the test, saying why, when a tool it runs is missing
+// (CI installs them: the skip is for a machine without spin).
+func needTools(t *testing.T, tools ...string) {
+	t.Helper()
+	why := map[string]string{
+		"spin": "spin is not installed (Debian: apt-get install spin): the model of the claim protocol is not replayed against the state machine",
+		"gcc":  "gcc is not installed: spin's verifier cannot be built",
+	}
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skip(why[tool])
 		}
 	}
 }
