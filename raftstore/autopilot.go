@@ -332,6 +332,8 @@ func (n *Node) initCluster(ctx context.Context) error {
 // pollHealth asks every other member of cfg for its Info, concurrently, and
 // records who answered.
 func (n *Node) pollHealth(ctx context.Context, cfg raft.Configuration, timeout time.Duration) {
+	// The followers learn the leader's commit index from the poll.
+	req := &peerpb.InfoRequest{LeaderId: string(n.id), LeaderCommitIndex: n.raft.CommitIndex()}
 	var wg sync.WaitGroup
 	for _, s := range cfg.Servers {
 		if s.ID == n.id {
@@ -340,7 +342,7 @@ func (n *Node) pollHealth(ctx context.Context, cfg raft.Configuration, timeout t
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			info, err := n.infoOf(ctx, n.addressOf(s.ID, s.Address), timeout)
+			info, err := n.infoWith(ctx, n.addressOf(s.ID, s.Address), timeout, req)
 			if err != nil || info.GetServerId() != string(s.ID) {
 				return
 			}

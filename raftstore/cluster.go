@@ -180,6 +180,10 @@ func (n *Node) probe(ctx context.Context, addrs []string) []peerInfo {
 }
 
 func (n *Node) infoOf(ctx context.Context, addr string, timeout time.Duration) (*peerpb.InfoResponse, error) {
+	return n.infoWith(ctx, addr, timeout, &peerpb.InfoRequest{})
+}
+
+func (n *Node) infoWith(ctx context.Context, addr string, timeout time.Duration, req *peerpb.InfoRequest) (*peerpb.InfoResponse, error) {
 	c, err := n.peers.get(addr)
 	if err != nil {
 		return nil, err
@@ -188,7 +192,7 @@ func (n *Node) infoOf(ctx context.Context, addr string, timeout time.Duration) (
 	defer cancel()
 	// Wait (within the timeout) for a connection that is reconnecting,
 	// rather than fail with the error of an earlier attempt.
-	return c.Info(ctx, &peerpb.InfoRequest{}, grpc.WaitForReady(true))
+	return c.Info(ctx, req, grpc.WaitForReady(true))
 }
 
 func (n *Node) inConfiguration() bool {

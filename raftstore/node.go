@@ -235,6 +235,8 @@ type Node struct {
 	// leaderCommit is the leader's commit index as it last said it (a
 	// follower's own commit index never passes what it could store).
 	leaderCommit atomic.Uint64
+	// leaderCommitHeard is when the leader last sent leaderCommit itself.
+	leaderCommitHeard atomic.Pointer[leaderCommitNote]
 	// hashes are this member's state hashes at recent hash points;
 	// lastHashPoint is when this member, as leader, last proposed one (read
 	// and written by the leader loop only).
@@ -684,9 +686,12 @@ func (n *Node) logWrite(err error) {
 	}
 }
 
-// trackLeaderCommit asks the leader for its commit index now and then, so
-// that a follower knows how far behind it is even when it cannot store what
-// the leader sends (see Status.LeaderCommitIndex).
+// trackLeaderCommit asks the leader for its commit index when the leader
+// has not said it lately, so that a follower knows how far behind it is
+// even when it cannot store what the leader sends (see
+// Status.LeaderCommitIndex). The leader says it in every health poll (see
+// noteLeaderCommit), so on a healthy group this asks nothing: each request
+// costs both members a wake-up, and idle members should sleep.
 func (n *Node) trackLeaderCommit(ctx context.Context) {
 	t := time.NewTicker(n.cfg.Autopilot.Interval)
 	defer t.Stop()
@@ -700,15 +705,41 @@ func (n *Node) trackLeaderCommit(ctx context.Context) {
 		if addr == "" || id == n.id {
 			continue
 		}
+		if heard := n.leaderCommitHeard.Load(); heard != nil && heard.leader == id && n.cfg.Now().Sub(heard.at) < 2*n.cfg.Autopilot.Interval {
+			continue
+		}
 		info, err := n.infoOf(ctx, n.addressOf(id, addr), n.cfg.Autopilot.Interval)
 		if err != nil || info.GetServerId() != string(id) {
 			continue
 		}
-		for {
-			cur := n.leaderCommit.Load()
-			if info.GetCommitIndex() <= cur || n.leaderCommit.CompareAndSwap(cur, info.GetCommitIndex()) {
-				break
-			}
+		n.raiseLeaderCommit(info.GetCommitIndex())
+	}
+}
+
+// leaderCommitNote is when the leader last said its commit index.
+type leaderCommitNote struct {
+	leader raft.ServerID
+	at     time.Time
+}
+
+// noteLeaderCommit takes the commit index the leader sent with its health
+// poll, if it comes from the member this one knows as the leader.
+func (n *Node) noteLeaderCommit(from raft.ServerID, index uint64) {
+	if from == "" || index == 0 {
+		return
+	}
+	if id, _ := n.Leader(); id != from {
+		return
+	}
+	n.raiseLeaderCommit(index)
+	n.leaderCommitHeard.Store(&leaderCommitNote{leader: from, at: n.cfg.Now()})
+}
+
+func (n *Node) raiseLeaderCommit(index uint64) {
+	for {
+		cur := n.leaderCommit.Load()
+		if index <= cur || n.leaderCommit.CompareAndSwap(cur, index) {
+			return
 		}
 	}
 }

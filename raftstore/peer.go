@@ -31,7 +31,8 @@ type peerServer struct {
 	n *Node
 }
 
-func (s *peerServer) Info(ctx context.Context, _ *peerpb.InfoRequest) (*peerpb.InfoResponse, error) {
+func (s *peerServer) Info(ctx context.Context, req *peerpb.InfoRequest) (*peerpb.InfoResponse, error) {
+	s.n.noteLeaderCommit(raft.ServerID(req.GetLeaderId()), req.GetLeaderCommitIndex())
 	return s.n.info(), nil
 }
 

@@ -113,3 +113,34 @@ func TestMemberThatCannotWriteIsNotReadyAndRecovers(t *testing.T) {
 		return nil
 	})
 }
+
+// TestFollowersLearnTheLeaderCommitFromItsHealthPoll checks that the
+// leader's health poll tells each follower the leader's commit index (so
+// that an idle follower need not ask for it), and that a commit index said
+// by a member other than the leader is ignored.
+func TestFollowersLearnTheLeaderCommitFromItsHealthPoll(t *testing.T) {
+	c := newTestCluster(t, "app")
+	for _, p := range []string{"app-0", "app-1", "app-2"} {
+		c.start(p, withExpect(3))
+	}
+	l := c.leader(10 * time.Second)
+	rel := mustApply(t, l.node, state.EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
+	mustApply(t, l.node, state.UpdateBagOp(rel, "app", map[string]string{"n": "1"}))
+	f := c.follower(l)
+	want := l.node.raft.CommitIndex()
+	eventually(t, 10*time.Second, f.pod+" to hear the leader's commit index from the leader", func() error {
+		heard := f.node.leaderCommitHeard.Load()
+		if heard == nil || heard.leader != l.node.ID() {
+			return fmt.Errorf("heard %+v", heard)
+		}
+		if got := f.node.leaderCommit.Load(); got < want {
+			return fmt.Errorf("leader commit %d, want at least %d", got, want)
+		}
+		return nil
+	})
+	before := f.node.leaderCommit.Load()
+	f.node.noteLeaderCommit(raft.ServerID("someone-else"), before+1000)
+	if got := f.node.leaderCommit.Load(); got != before {
+		t.Fatalf("a commit index from a member that does not lead was taken: %d, was %d", got, before)
+	}
+}

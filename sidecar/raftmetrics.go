@@ -21,7 +21,11 @@ import (
 type raftMetrics struct {
 	mu     sync.Mutex
 	series map[string]*raftSeries // by name and label values
-	now    func() time.Time
+	// byRaw finds a series by raft's own key, suffix and labels, as they
+	// come: raft reports on every heartbeat and append, and turning its
+	// key into a Prometheus name each time costs more than the rest.
+	byRaw map[string]*raftSeries
+	now   func() time.Time
 }
 
 // seriesTTL is how long a raft series lives without an update.
@@ -42,6 +46,7 @@ type raftSeries struct {
 	value   float64
 	hist    prometheus.Histogram
 	updated time.Time
+	raw     []string // its keys in byRaw
 }
 
 // sampleUnits names what raft's samples measure when it is not a duration
@@ -65,7 +70,7 @@ var msGauges = map[string]bool{"lastRestoreDuration": true, "oldestLogAge": true
 var secondsBuckets = prometheus.ExponentialBuckets(0.0001, 2, 18) // 100µs to 13s
 
 func newRaftMetrics() *raftMetrics {
-	return &raftMetrics{series: map[string]*raftSeries{}, now: time.Now}
+	return &raftMetrics{series: map[string]*raftSeries{}, byRaw: map[string]*raftSeries{}, now: time.Now}
 }
 
 // promName turns raft's key into a metric name; the service prefix that
@@ -136,6 +141,34 @@ func (m *raftMetrics) get(kind seriesKind, name, help string, labels []gometrics
 	return s
 }
 
+// lookup returns the series of raft's key with suffix and labels, making
+// it on first use. m.mu must be held.
+func (m *raftMetrics) lookup(kind seriesKind, key []string, suffix, what string, labels []gometrics.Label, buckets []float64) *raftSeries {
+	var b strings.Builder
+	b.WriteByte(byte('0' + kind))
+	for _, part := range key {
+		b.WriteByte(0)
+		b.WriteString(part)
+	}
+	b.WriteByte(1)
+	b.WriteString(suffix)
+	for _, l := range labels {
+		b.WriteByte(2)
+		b.WriteString(l.Name)
+		b.WriteByte(3)
+		b.WriteString(l.Value)
+	}
+	raw := b.String()
+	if s := m.byRaw[raw]; s != nil {
+		s.updated = m.now()
+		return s
+	}
+	s := m.get(kind, promName(key, suffix), helpOf(key, what), labels, buckets)
+	m.byRaw[raw] = s
+	s.raw = append(s.raw, raw)
+	return s
+}
+
 func helpOf(key []string, what string) string {
 	k := key
 	if len(k) > 0 && k[0] == "bagkeeper" {
@@ -154,7 +187,7 @@ func (m *raftMetrics) SetGaugeWithLabels(key []string, val float32, labels []gom
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.get(kindGauge, promName(key, suffix), helpOf(key, what), labels, nil).value = v
+	m.lookup(kindGauge, key, suffix, what, labels, nil).value = v
 }
 
 func (m *raftMetrics) SetPrecisionGauge(key []string, val float64) {
@@ -164,7 +197,7 @@ func (m *raftMetrics) SetPrecisionGauge(key []string, val float64) {
 func (m *raftMetrics) SetPrecisionGaugeWithLabels(key []string, val float64, labels []gometrics.Label) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.get(kindGauge, promName(key, ""), helpOf(key, "a gauge"), labels, nil).value = val
+	m.lookup(kindGauge, key, "", "a gauge", labels, nil).value = val
 }
 
 // EmitKey is go-metrics' key/value event, which Prometheus has no use for.
@@ -175,7 +208,7 @@ func (m *raftMetrics) IncrCounter(key []string, val float32) { m.IncrCounterWith
 func (m *raftMetrics) IncrCounterWithLabels(key []string, val float32, labels []gometrics.Label) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.get(kindCounter, promName(key, "_total"), helpOf(key, "a count"), labels, nil).value += float64(val)
+	m.lookup(kindCounter, key, "_total", "a count", labels, nil).value += float64(val)
 }
 
 func (m *raftMetrics) AddSample(key []string, val float32) { m.AddSampleWithLabels(key, val, nil) }
@@ -187,7 +220,7 @@ func (m *raftMetrics) AddSampleWithLabels(key []string, val float32, labels []go
 		suffix, buckets, v, what = u.suffix, u.buckets, float64(val), "a distribution"
 	}
 	m.mu.Lock()
-	s := m.get(kindHistogram, promName(key, suffix), helpOf(key, what), labels, buckets)
+	s := m.lookup(kindHistogram, key, suffix, what, labels, buckets)
 	m.mu.Unlock()
 	s.hist.Observe(v)
 }
@@ -203,6 +236,9 @@ func (m *raftMetrics) Collect(ch chan<- prometheus.Metric) {
 	for key, s := range m.series {
 		if now.Sub(s.updated) > seriesTTL {
 			delete(m.series, key)
+			for _, r := range s.raw {
+				delete(m.byRaw, r)
+			}
 			continue
 		}
 		switch s.kind {

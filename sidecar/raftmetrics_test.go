@@ -76,4 +76,15 @@ bagkeeper_raft_peers 3
 	if n := testutil.CollectAndCount(m); n != 1 {
 		t.Errorf("%d series after their TTL, want only the one updated", n)
 	}
+	// The peer back: its series again, starting from nothing (not the
+	// series dropped above, which raft's key would still find if the
+	// lookup kept it).
+	m.IncrCounterWithLabels([]string{"bagkeeper", "raft", "transition", "heartbeat_timeout"}, 1, nil)
+	m.AddSampleWithLabels([]string{"bagkeeper", "raft", "replication", "appendEntries", "rpc"}, 2, []gometrics.Label{{Name: "peer_id", Value: "b"}})
+	if n := testutil.CollectAndCount(m); n != 3 {
+		t.Errorf("%d series after the peer came back, want 3", n)
+	}
+	if n := testutil.CollectAndCount(m, "bagkeeper_raft_replication_append_entries_rpc_seconds"); n != 1 {
+		t.Errorf("%d append series, want 1", n)
+	}
 }

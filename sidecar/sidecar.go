@@ -54,6 +54,9 @@ type Config struct {
 	Advertise string
 	// HTTPBind serves /healthz, /readyz and /metrics.
 	HTTPBind string
+	// Pprof also serves Go's runtime profiles under /debug/pprof/ on
+	// HTTPBind.
+	Pprof bool
 	// AdminSocket is the Unix socket of the admin API (default
 	// <data-dir>/admin.sock).
 	AdminSocket string

@@ -79,21 +79,39 @@ func TestConfigRefusesAnUnprotectedPeerPort(t *testing.T) {
 	}
 }
 
+// TestProfilesOnlyWhenAskedFor checks that Go's profiles are served on the
+// probe port with --pprof, and not without.
+func TestProfilesOnlyWhenAskedFor(t *testing.T) {
+	off, _, _ := startSingle(t, "app-0")
+	if code, _ := get(t, "http://"+off.HTTPAddr()+"/debug/pprof/"); code != http.StatusNotFound {
+		t.Errorf("without --pprof /debug/pprof/ answered %d, want 404", code)
+	}
+	on, _, _ := startSingle(t, "app-0", func(c *Config) { c.Pprof = true })
+	code, body := get(t, "http://"+on.HTTPAddr()+"/debug/pprof/goroutine?debug=1")
+	if code != http.StatusOK || !strings.Contains(body, "goroutine profile:") {
+		t.Errorf("with --pprof the goroutine profile answered %d: %.200s", code, body)
+	}
+}
+
 // startSingle runs a one-member sidecar in this process.
-func startSingle(t *testing.T, pod string) (*Sidecar, context.CancelFunc, chan error) {
+func startSingle(t *testing.T, pod string, opts ...func(*Config)) (*Sidecar, context.CancelFunc, chan error) {
 	t.Helper()
 	sock, err := os.MkdirTemp("", "bk")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(sock) })
-	s, err := Start(Config{
+	cfg := Config{
 		App: "app", Pod: pod, DataDir: filepath.Join(t.TempDir(), "data"),
 		Bind: "127.0.0.1:0", Advertise: "127.0.0.1:0", HTTPBind: "127.0.0.1:0",
 		AdminSocket: filepath.Join(sock, "a.sock"), Insecure: true,
 		Raft:   raftstore.Config{BootstrapExpect: 1, JoinInterval: 50 * time.Millisecond},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ type runFlags struct {
 	peersFile, dnsName, dnsSRV, dnsResolver                           string
 	bootstrapExpect, voters                                           int
 	joinToken, joinTokenFile, tlsCert, tlsKey, tlsCA                  string
-	insecure                                                          bool
+	insecure, pprof                                                   bool
 	unitMode, leaveOnStop                                             string
 	unitReleaseAfter, unitRemoveAfter, unitTakeoverAfter              time.Duration
 	units                                                             int
@@ -76,6 +76,7 @@ func newRunFlags(e *env) *runFlags {
 	fs.StringVar(&f.bind, "bind", "0.0.0.0:7400", "listen `address` of the peer port (raft and the peer API)")
 	fs.StringVar(&f.advertise, "advertise", "", "`host:port` peers dial to reach this pod; a DNS name is resolved on every dial\n(default: --bind, when its host is not 0.0.0.0)")
 	fs.StringVar(&f.httpBind, "http-bind", "0.0.0.0:7401", "listen `address` of /healthz, /readyz and /metrics; empty disables")
+	fs.BoolVar(&f.pprof, "pprof", false, "also serve Go's runtime profiles (CPU, heap, goroutines) under /debug/pprof/ on --http-bind;\nthey show where time and memory go, never bag contents")
 	fs.StringVar(&f.adminSocket, "admin-socket", "", "Unix socket `path` of the admin API (default <data-dir>/admin.sock)")
 	fs.Var(&f.peers, "peers", "comma-separated peer `addresses` (host:port) to look for the cluster at")
 	fs.StringVar(&f.peersFile, "peers-file", "", "`file` listing peer addresses, one per line; watched for changes")
@@ -158,7 +159,7 @@ func (f *runFlags) sidecarConfig(logger *slog.Logger) (sidecar.Config, error) {
 	}
 	c := sidecar.Config{
 		App: f.app, Pod: f.pod, DataDir: f.dataDir,
-		Bind: f.bind, Advertise: f.advertise, HTTPBind: f.httpBind, AdminSocket: f.adminSocket,
+		Bind: f.bind, Advertise: f.advertise, HTTPBind: f.httpBind, Pprof: f.pprof, AdminSocket: f.adminSocket,
 		Peers: f.peers, PeersFile: f.peersFile, DNSName: f.dnsName, DNSSRV: f.dnsSRV, DNSResolver: f.dnsResolver,
 		BootstrapExpect: f.bootstrapExpect, Voters: f.voters, Insecure: f.insecure,
 		UnitMode: sidecar.UnitMode(f.unitMode), UnitReleaseAfter: f.unitReleaseAfter, UnitRemoveAfter: f.unitRemoveAfter,

@@ -213,9 +213,13 @@ func (x *ReadIndexResponse) GetIndex() uint64 {
 }
 
 type InfoRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Set by the leader's health poll: who asks, and its commit index, so
+	// that a follower learns how far behind it is without asking itself.
+	LeaderId          string `protobuf:"bytes,1,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	LeaderCommitIndex uint64 `protobuf:"varint,2,opt,name=leader_commit_index,json=leaderCommitIndex,proto3" json:"leader_commit_index,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *InfoRequest) Reset() {
@@ -246,6 +250,20 @@ func (x *InfoRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use InfoRequest.ProtoReflect.Descriptor instead.
 func (*InfoRequest) Descriptor() ([]byte, []int) {
 	return file_raftstore_peerpb_peer_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *InfoRequest) GetLeaderId() string {
+	if x != nil {
+		return x.LeaderId
+	}
+	return ""
+}
+
+func (x *InfoRequest) GetLeaderCommitIndex() uint64 {
+	if x != nil {
+		return x.LeaderCommitIndex
+	}
+	return 0
 }
 
 type Server struct {
@@ -936,8 +954,10 @@ const file_raftstore_peerpb_peer_proto_rawDesc = "" +
 	"\x10ReadIndexRequest\x12\x12\n" +
 	"\x04hops\x18\x01 \x01(\rR\x04hops\")\n" +
 	"\x11ReadIndexResponse\x12\x14\n" +
-	"\x05index\x18\x01 \x01(\x04R\x05index\"\r\n" +
-	"\vInfoRequest\"N\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\"Z\n" +
+	"\vInfoRequest\x12\x1b\n" +
+	"\tleader_id\x18\x01 \x01(\tR\bleaderId\x12.\n" +
+	"\x13leader_commit_index\x18\x02 \x01(\x04R\x11leaderCommitIndex\"N\n" +
 	"\x06Server\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1a\n" +
