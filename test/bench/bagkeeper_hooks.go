@@ -20,9 +20,11 @@ var bagkeeperHookRuns = flag.Int("bagkeeper-hook-runs", 30, "config changes for 
 
 // hookCharm is the charm of the hook measurement: config-changed reads
 // bags 100 times with relation-get and writes 20 keys with relation-set,
-// the shape of a busy relation hook.
+// the shape of a busy relation hook. It declares the peer endpoint the
+// target's Start relates (bkRelationEndpoint): a sidecar with a charm
+// relates only the charm's endpoints.
 var hookCharm = map[string]string{
-	"metadata.yaml": "name: bench\npeers:\n  cluster:\n    interface: bench-peers\n",
+	"metadata.yaml": "name: bench\npeers:\n  cluster:\n    interface: bench-peers\n  " + bkRelationEndpoint + ":\n    interface: " + bkRelationEndpoint + "\n",
 	"config.yaml":   "options:\n  n:\n    type: int\n    default: 0\n",
 	"dispatch": `#!/bin/bash
 set -e
