@@ -117,13 +117,16 @@ demo: build
 	test/demo/demo.sh $(BIN)/bagkeeper
 
 ## bench: side-by-side benchmarks with etcd (needs Debian's etcd-server), then
-## relation-get exec'd from a shell against a hello-world binary, secret-get
-## against a real agent likewise, then the cost of the log entries'
-## checksums; then, where a Docker daemon answers, the pods of the chart
-## as containers (bench-pods); prints the tables for BENCHMARKS.md
+## relation-get exec'd from Go against a hello-world binary, relation-get and
+## relation-set called from a bash loop, as in a hook, against a real agent
+## beside the same loop exec'ing hello-world, secret-get against a real agent
+## likewise, then the cost of the log entries' checksums; then, where a
+## Docker daemon answers, the pods of the chart as containers (bench-pods);
+## prints the tables for BENCHMARKS.md
 bench:
 	$(GO) run ./test/bench
 	$(GO) test -run '^$$' -bench Startup -benchtime 500x ./cmd/jujuc
+	$(GO) test -run '^$$' -bench HookCalls -benchtime 20x ./agent
 	$(GO) test -run '^$$' -bench SecretGet -benchtime 500x ./agent
 	$(GO) test -run '^$$' -bench Entry -benchmem ./test/bench
 	@if docker info >/dev/null 2>&1; then $(MAKE) bench-pods; else echo "bench-pods SKIPPED: no Docker daemon"; fi
