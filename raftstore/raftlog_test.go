@@ -76,8 +76,8 @@ func TestABoltDBDataDirStaysBoltDBAfterAnUpgrade(t *testing.T) {
 	c.stop(n.pod)
 
 	n = c.start("app-0", withExpect(1), withLogStore(LogStoreWAL))
-	if got := n.node.Status().LogStore; got != LogStoreBoltDB {
-		t.Fatalf("after the restart asking for wal: log store %q, want boltdb", got)
+	if got, peer := n.node.Status().LogStore, n.node.info().GetLogStore(); got != LogStoreBoltDB || peer != "boltdb" {
+		t.Fatalf("after the restart asking for wal: log store %q (%q to peers), want boltdb", got, peer)
 	}
 	if _, err := os.Stat(filepath.Join(n.dir, raftDir, walDir)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a wal directory was made beside raft.db: %v", err)
