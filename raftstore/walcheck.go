@@ -74,35 +74,24 @@ func (c storeCheck) checkWAL(dir string, res *storeCheckResult) error {
 		if si.Codec != (&wal.BinaryCodec{}).ID() {
 			return damaged(path, fmt.Errorf("unknown codec %d", si.Codec))
 		}
-		entries, err := c.walkSegment(path, si, tail)
-		if err != nil {
-			return damaged(path, err)
-		}
 		first := max(si.BaseIndex, si.MinIndex)
-		last := si.BaseIndex + uint64(len(entries)) - 1
-		if !tail {
-			if si.MaxIndex > last || len(entries) == 0 && si.MaxIndex >= first {
-				return damaged(path, fmt.Errorf("sealed segment ends at entry %d, its entries at %d", si.MaxIndex, last))
+		check := func(idx uint64, payload []byte) error {
+			if idx < first || !tail && idx > si.MaxIndex {
+				return nil // cut from the log, still in the file
 			}
-			last = si.MaxIndex
-		}
-		if len(entries) == 0 || last < first {
-			continue
-		}
-		for idx := first; idx <= last; idx++ {
 			var l raft.Log
-			if err := (&wal.BinaryCodec{}).Decode(entries[idx-si.BaseIndex], &l); err != nil {
-				return damaged(path, fmt.Errorf("log entry %d cannot be decoded: %v", idx, err))
+			if err := (&wal.BinaryCodec{}).Decode(payload, &l); err != nil {
+				return fmt.Errorf("log entry %d cannot be decoded: %v", idx, err)
 			}
 			if l.Index != idx {
-				return damaged(path, fmt.Errorf("log entry %d says it is entry %d", idx, l.Index))
+				return fmt.Errorf("log entry %d says it is entry %d", idx, l.Index)
 			}
 			if err := checkEntryType(&l); err != nil {
-				return damaged(path, fmt.Errorf("log entry %d: %v", idx, err))
+				return fmt.Errorf("log entry %d: %v", idx, err)
 			}
 			if c.verifyEntry != nil {
 				if err := c.verifyEntry(&l); err != nil {
-					return damaged(path, fmt.Errorf("log entry %d: %v", idx, err))
+					return fmt.Errorf("log entry %d: %v", idx, err)
 				}
 			}
 			if res.entries == 0 {
@@ -114,6 +103,14 @@ func (c storeCheck) checkWAL(dir string, res *storeCheckResult) error {
 			res.entries++
 			res.lastIndex = idx
 			prev = idx
+			return nil
+		}
+		n, err := c.walkSegment(path, si, tail, check)
+		if err != nil {
+			return damaged(path, err)
+		}
+		if !tail && si.MaxIndex >= first && si.BaseIndex+n <= si.MaxIndex {
+			return damaged(path, fmt.Errorf("the sealed segment should hold entries up to %d but holds %d from entry %d", si.MaxIndex, n, si.BaseIndex))
 		}
 	}
 	return nil
@@ -171,22 +168,23 @@ func readWALMeta(path string) (st types.PersistentState, err error) {
 	return st, nil
 }
 
-// walkSegment reads a segment file's frames from the start and returns the
-// payloads of its entries up to its last intact append.
-func (c storeCheck) walkSegment(path string, si types.SegmentInfo, tail bool) (entries [][]byte, err error) {
+// walkSegment reads a segment file's frames from the start, calls fn with
+// every entry of every intact append, in order, and returns how many there
+// were. Only one append's entries are held at a time.
+func (c storeCheck) walkSegment(path string, si types.SegmentInfo, tail bool, fn func(index uint64, payload []byte) error) (entries uint64, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	size := fi.Size()
 	var hdr [walFileHeaderLen]byte
 	if _, err := f.ReadAt(hdr[:], 0); err != nil && !(tail && errors.Is(err, io.EOF)) {
-		return nil, fmt.Errorf("file header: %v", err)
+		return 0, fmt.Errorf("file header: %v", err)
 	}
 	var (
 		batch      [][]byte // entries since the last commit
@@ -205,7 +203,7 @@ walk:
 			break
 		}
 		if _, err := f.ReadAt(fh[:], off); err != nil {
-			return nil, err
+			return 0, err
 		}
 		typ, n := fh[0], binary.LittleEndian.Uint32(fh[4:8])
 		if fh[1]|fh[2]|fh[3] != 0 {
@@ -229,7 +227,7 @@ walk:
 			if typ == walFrameEntry {
 				b := make([]byte, n)
 				if _, err := f.ReadAt(b, off+walFrameHeaderLen); err != nil {
-					return nil, err
+					return 0, err
 				}
 				batch = append(batch, b)
 			} else {
@@ -239,7 +237,7 @@ walk:
 		case walFrameCommit:
 			ok, err := walCRCMatches(f, crcStart, off, n)
 			if err != nil {
-				return nil, err
+				return 0, err
 			}
 			if !ok {
 				stop = fmt.Sprintf("an append whose checksum does not match, committed at offset %d", off)
@@ -247,12 +245,17 @@ walk:
 			}
 			if !sawCommit {
 				if err := checkWALHeader(hdr[:], si); err != nil {
-					return nil, err
+					return 0, err
 				}
 			}
 			sawCommit = true
-			entries = append(entries, batch...)
-			batch = nil
+			for _, b := range batch {
+				if err := fn(si.BaseIndex+entries, b); err != nil {
+					return entries, err
+				}
+				entries++
+			}
+			batch = batch[:0]
 			off += walFrameHeaderLen
 			crcStart = off
 		default:
@@ -261,15 +264,15 @@ walk:
 		}
 	}
 	if !sawCommit && !tail {
-		return nil, fmt.Errorf("a sealed segment with no intact append (%s)", stop)
+		return 0, fmt.Errorf("a sealed segment with no intact append (%s)", stop)
 	}
 	if !tail && si.IndexStart != 0 && (!sawIndex || indexStart != int64(si.IndexStart)) {
-		return nil, fmt.Errorf("the index of the sealed segment is not where it should be (%s)", stop)
+		return 0, fmt.Errorf("the index of the sealed segment is not where it should be (%s)", stop)
 	}
 	if at, found, err := walIntactAppendAfter(f, crcStart, size); err != nil {
-		return nil, err
+		return 0, err
 	} else if found {
-		return nil, fmt.Errorf("the log stops at %s but an intact append follows at offset %d: acknowledged entries are lost", stop, at)
+		return 0, fmt.Errorf("the log stops at %s but an intact append follows at offset %d: acknowledged entries are lost", stop, at)
 	}
 	return entries, nil
 }
