@@ -13,6 +13,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/hashicorp/raft-wal/types"
 	"go.etcd.io/bbolt"
 )
 
@@ -29,8 +30,14 @@ const (
 )
 
 // DefaultLogStore is the store a new data dir gets when nothing says
-// otherwise.
-const DefaultLogStore = LogStoreWAL
+// otherwise. It stays raft-boltdb, which writes again as soon as a full
+// disk has space. raft-wal v0.4.0 preallocates 64 MiB segment files, so a
+// member on a smaller volume cannot start; and a segment rotation that
+// fails (a full disk when it commits its meta file, or a crash between
+// sealing a segment and recording it) leaves it refusing every append
+// ("segment is sealed"), a restart included (the store check then refuses
+// to start on it, see checkWAL).
+const DefaultLogStore = LogStoreBoltDB
 
 // ParseLogStore parses a --log-store value.
 func ParseLogStore(s string) (LogStore, error) {
@@ -123,7 +130,9 @@ func openStores(dir string, kind LogStore, segmentSize int, logger hclog.Logger)
 		path := filepath.Join(dir, raftDBFile)
 		bolt, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bbolt.Options{Timeout: time.Second}})
 		if err != nil {
-			return nil, damaged(path, err)
+			// The store check read it: this is more likely a lock or an
+			// I/O error than damage.
+			return nil, fmt.Errorf("raft store %s cannot be opened (%v): if it is damaged, move the data dir away and restart; this member then rejoins with an empty disk and gets its data from its peers", path, err)
 		}
 		return &raftStores{kind: kind, path: path, logs: bolt, stable: bolt, close: bolt.Close}, nil
 	case LogStoreWAL:
@@ -146,7 +155,11 @@ func openStores(dir string, kind LogStore, segmentSize int, logger hclog.Logger)
 		w, err := wal.Open(path, wal.WithLogger(logger.Named("wal")), wal.WithMetaStore(meta), wal.WithSegmentSize(segmentSize))
 		if err != nil {
 			_ = meta.Close()
-			return nil, damaged(path, err)
+			if errors.Is(err, types.ErrCorrupt) {
+				return nil, damaged(path, err)
+			}
+			// A full disk (a new segment is preallocated), a lock: not damage.
+			return nil, fmt.Errorf("raft store %s cannot be opened: %w", path, err)
 		}
 		closeBoth := func() error {
 			return errors.Join(w.Close(), meta.Close())

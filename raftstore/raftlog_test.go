@@ -6,8 +6,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
+	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/hashicorp/raft-wal/types"
 
 	"github.com/bagkeeper/bagkeeper/raftstore/state"
 )
@@ -154,4 +161,49 @@ func TestATornLastAppendIsDroppedAndTheMemberCatchesUp(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// failingMeta is raft-wal's meta store whose commits fail while fail is set.
+type failingMeta struct {
+	*metadb.BoltMetaDB
+	fail *atomic.Bool
+}
+
+func (m failingMeta) CommitState(s types.PersistentState) error {
+	if m.fail.Load() {
+		return syscall.ENOSPC
+	}
+	return m.BoltMetaDB.CommitState(s)
+}
+
+// TestAWALWhoseRotationDidNotFinishIsRefused: raft-wal seals its segment
+// with an append, then records the seal in its meta file; when that fails
+// (here: ENOSPC), it refuses every later append, and reopened it refuses
+// them still. The store check says so, naming the segment, instead of a
+// member that starts and can never write.
+func TestAWALWhoseRotationDidNotFinishIsRefused(t *testing.T) {
+	raftPath := t.TempDir()
+	dir := filepath.Join(raftPath, walDir)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	fail := &atomic.Bool{}
+	meta := &metadb.BoltMetaDB{}
+	w, err := wal.Open(dir, wal.WithMetaStore(failingMeta{meta, fail}), wal.WithSegmentSize(1024))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fail.Store(true)
+	var stored error
+	for i := uint64(1); i < 100 && stored == nil; i++ {
+		stored = w.StoreLogs([]*raft.Log{{Index: i, Term: 1, Type: raft.LogNoop}})
+	}
+	w.Close()
+	meta.Close()
+	if !errors.Is(stored, types.ErrSealed) {
+		t.Fatalf("appends after the failed rotation: %v; want raft-wal's sealed segment error", stored)
+	}
+	segs := walSegments(t, dir)
+	_, err = storeCheck{dir: raftPath, kind: LogStoreWAL}.run()
+	wantDamaged(t, err, filepath.Join(dir, segs[len(segs)-1]), "rotation that did not finish")
 }

@@ -263,6 +263,13 @@ walk:
 			break walk
 		}
 	}
+	if tail && sawIndex {
+		// raft-wal seals a segment with its last append, then records that
+		// in its meta file and starts the next segment. When the second
+		// step did not happen (a crash, a full disk), v0.4.0 reopens the
+		// sealed segment as its last and refuses every append to it.
+		return 0, errors.New("the last segment is sealed but the meta file does not say so (a segment rotation that did not finish): raft-wal cannot append to it")
+	}
 	if !sawCommit && !tail {
 		return 0, fmt.Errorf("a sealed segment with no intact append (%s)", stop)
 	}
