@@ -33,10 +33,10 @@ const (
 // otherwise. It stays raft-boltdb, which writes again as soon as a full
 // disk has space. raft-wal v0.4.0 preallocates 64 MiB segment files, so a
 // member on a smaller volume cannot start; and a segment rotation that
-// fails (a full disk when it commits its meta file, or a crash between
-// sealing a segment and recording it) leaves it refusing every append
-// ("segment is sealed"), a restart included (the store check then refuses
-// to start on it, see checkWAL).
+// fails on a full disk leaves it refusing every append ("segment is
+// sealed") until a restart, or for good when recording the seal in its
+// meta file is what failed (or a crash came between sealing and recording
+// it: the store check then refuses to start on it, see checkWAL).
 const DefaultLogStore = LogStoreBoltDB
 
 // ParseLogStore parses a --log-store value.
