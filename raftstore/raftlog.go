@@ -36,7 +36,10 @@ const (
 // fails on a full disk leaves it refusing every append ("segment is
 // sealed") until a restart, or for good when recording the seal in its
 // meta file is what failed (or a crash came between sealing and recording
-// it: the store check then refuses to start on it, see checkWAL).
+// it: the store check then refuses to start on it, see checkWAL). And when
+// raft cuts the end of a follower's log, v0.4.0 seals the segment without
+// its index and cannot read it after a restart (hashicorp/raft-wal#31,
+// fixed upstream after v0.4.0): the member cannot start again.
 const DefaultLogStore = LogStoreBoltDB
 
 // ParseLogStore parses a --log-store value.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	wal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/metadb"
@@ -206,4 +207,44 @@ func TestAWALWhoseRotationDidNotFinishIsRefused(t *testing.T) {
 	segs := walSegments(t, dir)
 	_, err = storeCheck{dir: raftPath, kind: LogStoreWAL}.run()
 	wantDamaged(t, err, filepath.Join(dir, segs[len(segs)-1]), "rotation that did not finish")
+}
+
+// TestAWALWhoseTailWasCutIsRefused: when raft cuts the end of a follower's
+// log (entries that conflict with a new leader's), raft-wal v0.4.0 seals
+// the segment without its index; reopened, it cannot read its entries, and
+// raft panics at start reading one. The store check says so instead.
+func TestAWALWhoseTailWasCutIsRefused(t *testing.T) {
+	raftPath := t.TempDir()
+	st, err := openStores(raftPath, LogStoreWAL, 0, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(1); i <= 10; i++ {
+		if err := st.logs.StoreLog(&raft.Log{Index: i, Term: 1, Type: raft.LogNoop}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.logs.DeleteRange(8, 10); err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(8); i <= 12; i++ {
+		if err := st.logs.StoreLog(&raft.Log{Index: i, Term: 2, Type: raft.LogNoop}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = openStores(raftPath, LogStoreWAL, 0, hclog.NewNullLogger()); err != nil {
+		t.Fatal(err)
+	}
+	var l raft.Log
+	readErr := st.logs.GetLog(5, &l)
+	st.Close()
+	if readErr == nil {
+		t.Fatal("raft-wal reads a segment sealed by a cut tail: hashicorp/raft-wal#31 is fixed here, and the check should accept it")
+	}
+	segs := walSegments(t, filepath.Join(raftPath, walDir))
+	_, err = storeCheck{dir: raftPath, kind: LogStoreWAL}.run()
+	wantDamaged(t, err, filepath.Join(raftPath, walDir, segs[0]), "sealed segment without an index")
 }

@@ -75,6 +75,13 @@ func (c storeCheck) checkWAL(dir string, res *storeCheckResult) error {
 			return damaged(path, fmt.Errorf("unknown codec %d", si.Codec))
 		}
 		first := max(si.BaseIndex, si.MinIndex)
+		if !tail && si.IndexStart == 0 && si.MaxIndex >= first {
+			// raft-wal v0.4.0 seals the last segment when raft cuts the end
+			// of the log (a follower's entries that conflict with a new
+			// leader's) without writing the segment's index, and cannot
+			// read it once reopened: raft would panic reading an entry.
+			return damaged(path, fmt.Errorf("a sealed segment without an index (raft-wal cut the end of the log here, hashicorp/raft-wal#31): its entries %d to %d cannot be read", first, si.MaxIndex))
+		}
 		check := func(idx uint64, payload []byte) error {
 			if idx < first || !tail && idx > si.MaxIndex {
 				return nil // cut from the log, still in the file
