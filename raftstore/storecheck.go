@@ -84,7 +84,9 @@ var (
 //
 // With raft-wal (kind wal), steps 1 and 2 are checkWAL: its meta file as
 // raft.db is checked, then every segment file, read to its end (a segment
-// is preallocated, 64 MiB), holding one append's entries at a time.
+// is preallocated, 64 MiB), holding one append's entries at a time. Reading
+// the segment to its end costs 0.1 to 0.2 s per 64 MiB segment, with 0 to
+// 16000 entries in it, on two busy cores.
 //
 // Its cost grows with the size of raft.db and of the snapshots: about 20 ms
 // for 4000 entries in a 4 MiB raft.db, 70 ms for 16000 in 16 MiB, on two
