@@ -44,6 +44,10 @@ type testCluster struct {
 	app  string
 	root string
 
+	// logStore, if set, is every node's log store (unless an option
+	// names another).
+	logStore LogStore
+
 	mu     sync.Mutex
 	nodes  map[string]*testNode // by pod
 	nextIP int
@@ -121,7 +125,8 @@ func (c *testCluster) start(pod string, opts ...nodeOpt) *testNode {
 			Interval: 100 * time.Millisecond, Stabilization: 300 * time.Millisecond,
 			UnhealthyAfter: time.Second, DeadVoterAfter: 3 * time.Second, DeadNonvoterAfter: 3 * time.Second,
 		},
-		Logger: slog.New(slog.NewTextHandler(testWriter{c.t}, &slog.HandlerOptions{Level: slog.LevelInfo})).With("pod", pod),
+		Logger:   slog.New(slog.NewTextHandler(testWriter{c.t}, &slog.HandlerOptions{Level: slog.LevelInfo})).With("pod", pod),
+		LogStore: c.logStore,
 	}
 	for _, o := range opts {
 		o(&cfg)

@@ -25,8 +25,13 @@ import (
 // error) is reported through onWrite, and so is the next one that succeeds.
 type checkedLogStore struct {
 	raft.LogStore
-	onDamage func(index uint64, err error)
-	onWrite  func(err error)
+	// monotonic is whether the store under it (raft-wal) keeps only
+	// consecutive entries: raft then removes the whole log after installing
+	// a snapshot. It is said here, not asked of the store, because a test's
+	// wrapper in between hides the store's IsMonotonic.
+	monotonic bool
+	onDamage  func(index uint64, err error)
+	onWrite   func(err error)
 }
 
 func (s *checkedLogStore) GetLog(index uint64, l *raft.Log) error {
@@ -60,3 +65,6 @@ func (s *checkedLogStore) StoreLogs(logs []*raft.Log) error {
 	}
 	return err
 }
+
+// IsMonotonic implements raft.MonotonicLogStore.
+func (s *checkedLogStore) IsMonotonic() bool { return s.monotonic }

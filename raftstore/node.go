@@ -16,8 +16,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 	"google.golang.org/grpc"
 
 	"github.com/bagkeeper/bagkeeper/raftstore/peerpb"
@@ -81,6 +79,9 @@ type Config struct {
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
 	SnapshotInterval  time.Duration
+	// LogStore is the store a new data dir keeps the raft log in (default
+	// DefaultLogStore). A data dir keeps the store it was created with.
+	LogStore LogStore
 
 	Autopilot AutopilotConfig
 
@@ -96,6 +97,9 @@ type Config struct {
 
 	// wrapLogStore, if set, wraps the raft log store (tests inject faults).
 	wrapLogStore func(raft.LogStore) raft.LogStore
+	// walSegmentSize, if set, is raft-wal's segment size (tests make
+	// small ones, to have sealed segments after a few entries).
+	walSegmentSize int
 }
 
 // AutopilotConfig tunes how the leader maintains the membership.
@@ -157,6 +161,12 @@ func (c *Config) setDefaults() error {
 	def(&c.CommitTimeout, 200*time.Millisecond)
 	def(&c.SnapshotInterval, 2*time.Second)
 	def(&c.StateCheckInterval, 10*time.Minute)
+	if c.LogStore == "" {
+		c.LogStore = DefaultLogStore
+	}
+	if _, err := ParseLogStore(string(c.LogStore)); err != nil {
+		return err
+	}
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = 2048
 	}
@@ -192,11 +202,12 @@ type Node struct {
 	fsm   *FSM
 	raft  *raft.Raft
 	trans *raft.NetworkTransport
-	bolt  *raftboltdb.BoltStore
-	logs  raft.LogStore
-	book  *addressBook
-	peers *peerClients
-	grpc  *grpc.Server
+	// stores are raft's log and stable stores.
+	stores *raftStores
+	logs   raft.LogStore
+	book   *addressBook
+	peers  *peerClients
+	grpc   *grpc.Server
 
 	nudgeCh chan struct{}
 	// membership serializes the leader's membership decisions (autopilot,
@@ -308,24 +319,28 @@ func Open(cfg Config) (*Node, error) {
 		}
 		return err
 	}
-	if _, err := (storeCheck{dir: dir.RaftPath(), log: n.log, verifyEntry: verify}).run(); err != nil {
+	kind, why, err := chooseLogStore(dir.RaftPath(), cfg.LogStore)
+	if err != nil {
 		return nil, err
 	}
-	boltPath := filepath.Join(dir.RaftPath(), "raft.db")
-	n.bolt, err = raftboltdb.New(raftboltdb.Options{Path: boltPath, BoltOptions: &bbolt.Options{Timeout: time.Second}})
-	if err != nil {
-		return nil, fmt.Errorf("raft store %s cannot be opened (%v): if it is damaged, move the data dir away and restart; this member then rejoins with an empty disk and gets its data from its peers", boltPath, err)
+	n.log.Info("raft log store chosen", "log_store", string(kind), "why", why)
+	if _, err := (storeCheck{dir: dir.RaftPath(), kind: kind, log: n.log, verifyEntry: verify}).run(); err != nil {
+		return nil, err
 	}
 	hl := newHCLogAdapter(n.log)
+	n.stores, err = openStores(dir.RaftPath(), kind, cfg.walSegmentSize, hl)
+	if err != nil {
+		return nil, err
+	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir.RaftPath(), 2, hl)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot store in %s: %w", dir.RaftPath(), err)
 	}
-	var logStore raft.LogStore = n.bolt
+	logStore := n.stores.logs
 	if cfg.wrapLogStore != nil {
 		logStore = cfg.wrapLogStore(logStore)
 	}
-	logs, err := raft.NewLogCache(512, &checkedLogStore{LogStore: logStore, onDamage: n.markDamaged, onWrite: n.logWrite})
+	logs, err := raft.NewLogCache(512, &checkedLogStore{LogStore: logStore, monotonic: kind == LogStoreWAL, onDamage: n.markDamaged, onWrite: n.logWrite})
 	if err != nil {
 		return nil, err
 	}
@@ -333,9 +348,9 @@ func Open(cfg Config) (*Node, error) {
 	if err := n.applyStagedRestore(logs, snaps); err != nil {
 		return nil, err
 	}
-	hasState, err := raft.HasExistingState(logs, n.bolt, snaps)
+	hasState, err := raft.HasExistingState(logs, n.stores.stable, snaps)
 	if err != nil {
-		return nil, fmt.Errorf("raft store %s cannot be read (%v): if it is damaged, move the data dir away and restart", boltPath, err)
+		return nil, damaged(n.stores.path, err)
 	}
 	n.registered.Store(false)
 
@@ -353,7 +368,7 @@ func Open(cfg Config) (*Node, error) {
 	if err := n.applyStagedRecovery(rc, logs, snaps); err != nil {
 		return nil, err
 	}
-	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.bolt, snaps, n.trans)
+	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.stores.stable, snaps, n.trans)
 	if err != nil {
 		return nil, fmt.Errorf("starting raft: %w", err)
 	}
@@ -586,8 +601,8 @@ func (n *Node) closeStores() {
 	if n.trans != nil {
 		n.trans.Close()
 	}
-	if n.bolt != nil {
-		n.bolt.Close()
+	if n.stores != nil {
+		n.stores.Close()
 	}
 	n.dir.Close()
 }

@@ -53,6 +53,7 @@ func (n *Node) info() *peerpb.InfoResponse {
 		LastIndex:     n.raft.LastIndex(),
 		Term:          n.raft.CurrentTerm(),
 		Version:       n.cfg.Version,
+		LogStore:      string(n.stores.kind),
 
 		BootstrapEligible: n.cfg.BootstrapExpect > 0 && !n.cfg.NoBootstrap,
 		StateHashes:       n.hashes.list(),

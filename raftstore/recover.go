@@ -19,8 +19,6 @@ import (
 
 	"github.com/bagkeeper/bagkeeper/raftstore/peerpb"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 )
 
 // Recovery from the loss of a majority. Raft cannot commit anything once
@@ -340,7 +338,7 @@ func (n *Node) applyStagedRecovery(rc *raft.Config, logs raft.LogStore, snaps ra
 		return fmt.Errorf("staged recovery plan %s: this member should have set its state aside (role %s)", p.Plan, p.Role)
 	}
 	cfg := raft.Configuration{Servers: []raft.Server{{ID: n.id, Address: raft.ServerAddress(n.cfg.Advertise), Suffrage: raft.Voter}}}
-	has, err := raft.HasExistingState(logs, n.bolt, snaps)
+	has, err := raft.HasExistingState(logs, n.stores.stable, snaps)
 	if err != nil {
 		return err
 	}
@@ -348,7 +346,7 @@ func (n *Node) applyStagedRecovery(rc *raft.Config, logs raft.LogStore, snaps ra
 		return fmt.Errorf("staged recovery plan %s: this member has no raft state to recover from", p.Plan)
 	}
 	_, trans := raft.NewInmemTransport("")
-	if err := raft.RecoverCluster(rc, NewFSM(nil), logs, n.bolt, snaps, trans, cfg); err != nil {
+	if err := raft.RecoverCluster(rc, NewFSM(nil), logs, n.stores.stable, snaps, trans, cfg); err != nil {
 		return fmt.Errorf("recovering with plan %s: %w", p.Plan, err)
 	}
 	n.recovery = p
@@ -367,13 +365,18 @@ func withStores(dataDir, app string, fn func(*DataDir, *raft.Config, raft.LogSto
 		return err
 	}
 	defer d.Close()
-	path := filepath.Join(d.RaftPath(), "raft.db")
-	bolt, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bbolt.Options{Timeout: time.Second}})
-	if err != nil {
-		return fmt.Errorf("raft store %s: %w", path, err)
-	}
-	defer bolt.Close()
 	logger := newHCLogAdapter(slog.Default())
+	// A stopped member's store is the one its data dir was created with
+	// (the default only for a data dir with none).
+	kind, _, err := chooseLogStore(d.RaftPath(), DefaultLogStore)
+	if err != nil {
+		return err
+	}
+	stores, err := openStores(d.RaftPath(), kind, 0, logger)
+	if err != nil {
+		return err
+	}
+	defer stores.Close()
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(d.RaftPath(), 2, logger)
 	if err != nil {
 		return err
@@ -381,5 +384,5 @@ func withStores(dataDir, app string, fn func(*DataDir, *raft.Config, raft.LogSto
 	cfg := Config{}
 	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout, cfg.CommitTimeout = time.Second, time.Second, 500*time.Millisecond, 50*time.Millisecond
 	cfg.SnapshotThreshold, cfg.TrailingLogs, cfg.SnapshotInterval = 8192, 10240, 2*time.Minute
-	return fn(d, raftConfig(&cfg, d.Identity.ServerID(), logger), bolt, bolt, snaps)
+	return fn(d, raftConfig(&cfg, d.Identity.ServerID(), logger), stores.logs, stores.stable, snaps)
 }

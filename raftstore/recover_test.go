@@ -41,7 +41,14 @@ func wantRefused(t *testing.T, err error, says string) {
 // the group's generation grows, and the lost member whose disk comes back
 // is refused, and knows it.
 func TestRecoveryCannotSplitTheGroup(t *testing.T) {
+	for _, kind := range []LogStore{LogStoreBoltDB, LogStoreWAL} {
+		t.Run(string(kind), func(t *testing.T) { testRecoveryCannotSplitTheGroup(t, kind) })
+	}
+}
+
+func testRecoveryCannotSplitTheGroup(t *testing.T, kind LogStore) {
 	c := newTestCluster(t, "app")
+	c.logStore = kind
 	pods := []string{"app-0", "app-1", "app-2", "app-3", "app-4"}
 	for _, p := range pods {
 		c.start(p, withExpect(5), func(cfg *Config) { cfg.Voters = 5 })

@@ -91,7 +91,7 @@ func (n *Node) applyStagedRestore(logs raft.LogStore, snaps raft.SnapshotStore) 
 	} else if err != nil {
 		return err
 	}
-	has, err := raft.HasExistingState(logs, n.bolt, snaps)
+	has, err := raft.HasExistingState(logs, n.stores.stable, snaps)
 	if err != nil {
 		return err
 	}
@@ -116,7 +116,7 @@ func (n *Node) applyStagedRestore(logs raft.LogStore, snaps raft.SnapshotStore) 
 		if err := sink.Close(); err != nil {
 			return fmt.Errorf("staged restore: %w", err)
 		}
-		if err := n.bolt.SetUint64([]byte("CurrentTerm"), restoreTerm); err != nil {
+		if err := n.stores.stable.SetUint64(keyCurrentTerm, restoreTerm); err != nil {
 			return fmt.Errorf("staged restore: %w", err)
 		}
 		n.log.Warn("a new group starts from a restored snapshot; this member alone is its voter, others join it",

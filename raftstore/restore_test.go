@@ -20,7 +20,14 @@ import (
 // past the snapshot's; an empty member joins it and gets every bag; a
 // member of the old group is refused when it asks to join.
 func TestRestoreStartsANewGroupFromASnapshot(t *testing.T) {
+	for _, kind := range []LogStore{LogStoreBoltDB, LogStoreWAL} {
+		t.Run(string(kind), func(t *testing.T) { testRestoreStartsANewGroupFromASnapshot(t, kind) })
+	}
+}
+
+func testRestoreStartsANewGroupFromASnapshot(t *testing.T, kind LogStore) {
 	c := newTestCluster(t, "app")
+	c.logStore = kind
 	for _, p := range []string{"app-0", "app-1", "app-2"} {
 		c.start(p, withExpect(3))
 	}

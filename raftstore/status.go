@@ -47,6 +47,8 @@ type Status struct {
 	// store what it is sent never raises its own commit index past what
 	// it stored, so only the leader's says how far behind it is.
 	LeaderCommitIndex uint64
+	// LogStore is the store the member keeps its raft log in.
+	LogStore LogStore
 }
 
 // IsLeader reports whether the member led the group at that moment.
@@ -65,6 +67,7 @@ func (n *Node) Status() Status {
 		AppliedIndex:  n.raft.AppliedIndex(),
 		StateIndex:    n.StateIndex(),
 		LastIndex:     n.raft.LastIndex(),
+		LogStore:      n.stores.kind,
 	}
 	if !s.IsLeader() {
 		s.LastContact = n.raft.LastContact()

@@ -21,12 +21,12 @@ import (
 	"go.etcd.io/bbolt"
 )
 
-// DamagedStoreError is a raft store that cannot be used: a damaged raft.db
-// or snapshot. The member cannot start on it; with its data dir moved away
+// DamagedStoreError is a raft store that cannot be used: a damaged raft.db,
+// raft-wal file or snapshot. The member cannot start on it; with its data dir moved away
 // it rejoins as a new incarnation and gets its data from its peers.
 type DamagedStoreError struct {
-	// Path is the file (raft.db, a snapshot's meta.json or state.bin) that
-	// is damaged.
+	// Path is the file (raft.db, a file in wal/, a snapshot's meta.json or
+	// state.bin) that is damaged.
 	Path  string
 	Cause error
 }
@@ -82,6 +82,12 @@ var (
 //     the snapshot may have gaps: raft-boltdb is not a monotonic log store,
 //     and a member that installed a snapshot keeps its older entries.)
 //
+// With raft-wal (kind wal), steps 1 and 2 are checkWAL: its meta file as
+// raft.db is checked, then every segment file, read to its end (a segment
+// is preallocated, 64 MiB), holding one append's entries at a time. Reading
+// the segment to its end costs 0.1 to 0.2 s per 64 MiB segment, with 0 to
+// 16000 entries in it, on two busy cores.
+//
 // Its cost grows with the size of raft.db and of the snapshots: about 20 ms
 // for 4000 entries in a 4 MiB raft.db, 70 ms for 16000 in 16 MiB, on two
 // cores of a small VM (BenchmarkStoreCheck); it runs once per start. Its
@@ -98,8 +104,11 @@ var (
 // the file) still makes bbolt panic in raft's goroutines, where it crashes
 // the process. The check covers the files as they are at start.
 type storeCheck struct {
-	// dir is the raft directory: raft.db and snapshots/.
+	// dir is the raft directory: raft.db or wal/, and snapshots/.
 	dir string
+	// kind is the log store to check; empty: the one the directory has
+	// (boltdb if it has none).
+	kind LogStore
 	// verifyEntry, when not nil, is called with every log entry, after it
 	// has been decoded and checked; an error makes the store damaged.
 	verifyEntry func(*raft.Log) error
@@ -123,36 +132,64 @@ type storeCheckResult struct {
 func (c storeCheck) run() (storeCheckResult, error) {
 	start := time.Now()
 	var res storeCheckResult
-	dbPath := filepath.Join(c.dir, raftDBFile)
-	switch fi, err := os.Stat(dbPath); {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return res, damaged(dbPath, err)
-	case !fi.Mode().IsRegular():
-		return res, damaged(dbPath, errors.New("not a regular file"))
-	default:
-		res.hasDB = true
-		if err := c.checkDB(dbPath, &res); err != nil {
+	kind := c.kind
+	if kind == "" {
+		k, _, err := chooseLogStore(c.dir, LogStoreBoltDB)
+		if err != nil {
 			return res, err
+		}
+		kind = k
+	}
+	// storePath is the file whose absence would lose the term and vote.
+	var storePath string
+	switch kind {
+	case LogStoreWAL:
+		dir := filepath.Join(c.dir, walDir)
+		storePath = filepath.Join(dir, walMetaFile)
+		switch fi, err := os.Stat(storePath); {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return res, damaged(storePath, err)
+		case !fi.Mode().IsRegular():
+			return res, damaged(storePath, errors.New("not a regular file"))
+		default:
+			res.hasDB = true
+			if err := c.checkWAL(dir, &res); err != nil {
+				return res, err
+			}
+		}
+	default:
+		storePath = filepath.Join(c.dir, raftDBFile)
+		switch fi, err := os.Stat(storePath); {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return res, damaged(storePath, err)
+		case !fi.Mode().IsRegular():
+			return res, damaged(storePath, errors.New("not a regular file"))
+		default:
+			res.hasDB = true
+			if err := c.checkDB(storePath, &res); err != nil {
+				return res, err
+			}
 		}
 	}
 	if err := c.checkSnapshots(&res); err != nil {
 		return res, err
 	}
 	if !res.hasDB && res.snapshots > 0 {
-		// raft-boltdb would create an empty one: the member would forget
-		// its term and its vote, and vote again in a term it voted in.
-		return res, damaged(dbPath, errors.New("the file is missing but snapshots are there"))
+		// The store would be created empty: the member would forget its
+		// term and its vote, and vote again in a term it voted in.
+		return res, damaged(storePath, errors.New("the file is missing but snapshots are there"))
 	}
 	if res.lastIndex > res.snapshotIndex && res.tailStart > res.snapshotIndex+1 {
 		newest := fmt.Sprintf("the newest snapshot ends at entry %d", res.snapshotIndex)
 		if res.snapshots == 0 {
 			newest = "there is no snapshot"
 		}
-		return res, damaged(dbPath, fmt.Errorf("log entries are missing between entry %d and entry %d, and raft needs every entry after its newest snapshot (%s)", res.snapshotIndex, res.tailStart, newest))
+		return res, damaged(storePath, fmt.Errorf("log entries are missing between entry %d and entry %d, and raft needs every entry after its newest snapshot (%s)", res.snapshotIndex, res.tailStart, newest))
 	}
 	if c.log != nil {
-		c.log.Info("raft store checked", "entries", res.entries, "first_index", res.firstIndex, "last_index", res.lastIndex,
+		c.log.Info("raft store checked", "log_store", string(kind), "entries", res.entries, "first_index", res.firstIndex, "last_index", res.lastIndex,
 			"snapshots", res.snapshots, "snapshot_index", res.snapshotIndex, "snapshot_bytes", res.snapshotBytes, "took", time.Since(start).Round(time.Microsecond))
 	}
 	return res, nil

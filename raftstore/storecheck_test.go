@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -685,12 +686,27 @@ func openAndCompare(t *testing.T, s *testStore) string {
 }
 
 // TestOpenRefusesDamagedStoreWithoutPanicking damages the data dir of a
-// real member in the ways that made bbolt and raft panic in Open, and
-// opens it again: an error naming the file, never a panic. The same data
-// dir undamaged opens, with its data.
+// real member, with either log store, in the ways that made bbolt, raft-wal
+// and raft panic in Open (or, for raft-wal, silently drop acknowledged
+// entries), and opens it again: an error naming the file, never a panic.
+// The same data dir undamaged opens, with its data.
 func TestOpenRefusesDamagedStoreWithoutPanicking(t *testing.T) {
+	for _, kind := range []LogStore{LogStoreBoltDB, LogStoreWAL} {
+		t.Run(string(kind), func(t *testing.T) { testOpenRefusesDamagedStore(t, kind) })
+	}
+}
+
+// testSegmentSize is raft-wal's segment size in tests that want sealed
+// segments after a few dozen entries.
+const testSegmentSize = 4096
+
+func withLogStore(kind LogStore) nodeOpt {
+	return func(c *Config) { c.LogStore, c.walSegmentSize = kind, testSegmentSize }
+}
+
+func testOpenRefusesDamagedStore(t *testing.T, kind LogStore) {
 	c := newTestCluster(t, "app")
-	n := c.start("app-0", withExpect(1))
+	n := c.start("app-0", withExpect(1), withLogStore(kind))
 	l := c.leader(10 * time.Second)
 	rel := mustApply(t, l.node, state.EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
 	for i := range 40 {
@@ -701,6 +717,19 @@ func TestOpenRefusesDamagedStoreWithoutPanicking(t *testing.T) {
 	}
 	for i := range 10 {
 		mustApply(t, l.node, state.UpdateBagOp(rel, "app", map[string]string{"after": fmt.Sprint(i)}))
+	}
+	if kind == LogStoreWAL {
+		// Sealed segments, and a last one of many appends.
+		dir := filepath.Join(n.dir, raftDir, walDir)
+		for i := 0; ; i++ {
+			if segs := walSegments(t, dir); len(segs) >= 3 && walUsed(t, filepath.Join(dir, segs[len(segs)-1])) >= testSegmentSize/2 {
+				break
+			}
+			if i == 1000 {
+				t.Fatal("no sealed segments after 1000 appends")
+			}
+			mustApply(t, l.node, state.UpdateBagOp(rel, "app", map[string]string{"fill": fmt.Sprint(i)}))
+		}
 	}
 	c.stop(n.pod)
 	snapDirs, err := os.ReadDir(filepath.Join(n.dir, raftDir, snapshotsDir))
@@ -716,7 +745,7 @@ func TestOpenRefusesDamagedStoreWithoutPanicking(t *testing.T) {
 		}
 		cfg := Config{App: "app", Pod: "app-0", DataDir: dataDir, Advertise: ln.Advertise(),
 			RaftLayer: ln.RaftLayer(), GRPCListener: ln.GRPCListener(), Dial: ln.Dialer(),
-			Discover: c.discover, Logger: slog.New(slog.DiscardHandler)}
+			Discover: c.discover, Logger: slog.New(slog.DiscardHandler), LogStore: kind, walSegmentSize: testSegmentSize}
 		node, err := Open(cfg)
 		if err != nil {
 			ln.Close()
@@ -728,26 +757,74 @@ func TestOpenRefusesDamagedStoreWithoutPanicking(t *testing.T) {
 		})
 		return node, nil
 	}
-	for _, tc := range []struct {
+	type damageCase struct {
 		name, file string
 		damage     func(t *testing.T, path string)
-	}{
-		{"raft.db truncated", filepath.Join(raftDir, raftDBFile), func(t *testing.T, p string) {
-			fi, _ := os.Stat(p)
-			if err := os.Truncate(p, fi.Size()/2); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{"raft.db free list zeroed", filepath.Join(raftDir, raftDBFile), func(t *testing.T, p string) {
-			m := boltMetaOf(t, p)
-			overwriteAt(t, p, int64(m.freelist*m.pageSize), make([]byte, m.pageSize))
-		}},
-		{"raft.db zeroed", filepath.Join(raftDir, raftDBFile), func(t *testing.T, p string) {
-			fi, _ := os.Stat(p)
-			if err := os.WriteFile(p, make([]byte, fi.Size()), 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}},
+	}
+	var cases []damageCase
+	switch kind {
+	case LogStoreBoltDB:
+		cases = []damageCase{
+			{"raft.db truncated", filepath.Join(raftDir, raftDBFile), func(t *testing.T, p string) {
+				fi, _ := os.Stat(p)
+				if err := os.Truncate(p, fi.Size()/2); err != nil {
+					t.Fatal(err)
+				}
+			}},
+			{"raft.db free list zeroed", filepath.Join(raftDir, raftDBFile), func(t *testing.T, p string) {
+				m := boltMetaOf(t, p)
+				overwriteAt(t, p, int64(m.freelist*m.pageSize), make([]byte, m.pageSize))
+			}},
+			{"raft.db zeroed", filepath.Join(raftDir, raftDBFile), func(t *testing.T, p string) {
+				fi, _ := os.Stat(p)
+				if err := os.WriteFile(p, make([]byte, fi.Size()), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}},
+		}
+	case LogStoreWAL:
+		segs := walSegments(t, filepath.Join(n.dir, raftDir, walDir))
+		if len(segs) < 3 {
+			t.Fatalf("want sealed segments and a tail, got %v", segs)
+		}
+		sealed, tail := filepath.Join(raftDir, walDir, segs[len(segs)/2]), filepath.Join(raftDir, walDir, segs[len(segs)-1])
+		meta := filepath.Join(raftDir, walDir, walMetaFile)
+		random := func(t *testing.T, p string) {
+			b := make([]byte, 256)
+			_, _ = rand.NewChaCha8([32]byte{1}).Read(b)
+			overwriteAt(t, p, walUsed(t, p)/2&^7, b)
+		}
+		zero := func(t *testing.T, p string) { overwriteAt(t, p, walUsed(t, p)/2&^7, make([]byte, 256)) }
+		cases = []damageCase{
+			{"wal meta truncated", meta, func(t *testing.T, p string) {
+				if err := os.Truncate(p, 4096); err != nil { // the first of its two meta pages
+					t.Fatal(err)
+				}
+			}},
+			{"wal meta zeroed", meta, func(t *testing.T, p string) {
+				fi, _ := os.Stat(p)
+				if err := os.WriteFile(p, make([]byte, fi.Size()), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}},
+			{"wal sealed segment zeroed in the middle", sealed, zero},
+			{"wal sealed segment overwritten in the middle", sealed, random},
+			{"wal sealed segment missing", sealed, func(t *testing.T, p string) {
+				if err := os.Remove(p); err != nil {
+					t.Fatal(err)
+				}
+			}},
+			{"wal last segment zeroed in the middle", tail, zero},
+			{"wal last segment overwritten in the middle", tail, random},
+			{"wal last segment header overwritten", tail, func(t *testing.T, p string) { overwriteAt(t, p, 0, []byte("not a segment")) }},
+			{"wal last segment missing", tail, func(t *testing.T, p string) {
+				if err := os.Remove(p); err != nil {
+					t.Fatal(err)
+				}
+			}},
+		}
+	}
+	for _, tc := range append(cases, []damageCase{
 		{"snapshot state corrupted", filepath.Join(snap, snapshotStateFile), func(t *testing.T, p string) {
 			b, _ := os.ReadFile(p)
 			b[len(b)/2] ^= 0xff
@@ -760,7 +837,7 @@ func TestOpenRefusesDamagedStoreWithoutPanicking(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-	} {
+	}...) {
 		t.Run(tc.name, func(t *testing.T) {
 			dataDir := filepath.Join(t.TempDir(), "app-0")
 			copyDir(t, n.dir, dataDir)
@@ -796,6 +873,33 @@ func TestOpenRefusesDamagedStoreWithoutPanicking(t *testing.T) {
 			return nil
 		})
 	})
+}
+
+// walSegments lists the segment files of the wal directory dir, oldest
+// first.
+func walSegments(t *testing.T, dir string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, "*.wal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range m {
+		out = append(out, filepath.Base(p))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// walUsed is the length of a segment file up to its last byte that is not
+// zero (the file is preallocated with zeros).
+func walUsed(t *testing.T, path string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int64(len(bytes.TrimRight(b, "\x00")))
 }
 
 // BenchmarkStoreCheck measures the check on stores of a few thousand

@@ -24,7 +24,7 @@ func (d fullDisk) StoreLog(l *raft.Log) error { return d.StoreLogs([]*raft.Log{l
 
 func (d fullDisk) StoreLogs(logs []*raft.Log) error {
 	if d.full.Load() {
-		return fmt.Errorf("write raft.db: %w", syscall.ENOSPC)
+		return fmt.Errorf("append to the raft log: %w", syscall.ENOSPC)
 	}
 	return d.LogStore.StoreLogs(logs)
 }
@@ -34,14 +34,20 @@ func (d fullDisk) StoreLogs(logs []*raft.Log) error {
 // each says so, serves no writes naming the cause, that the leader steps
 // down, that the follower's lag shows against the leader's commit index
 // (its own stops where it could store), and that both recover on their own
-// once appends work again.
+// once appends work again. It runs with either log store.
 func TestMemberThatCannotWriteIsNotReadyAndRecovers(t *testing.T) {
+	for _, kind := range []LogStore{LogStoreBoltDB, LogStoreWAL} {
+		t.Run(string(kind), func(t *testing.T) { testMemberThatCannotWrite(t, kind) })
+	}
+}
+
+func testMemberThatCannotWrite(t *testing.T, kind LogStore) {
 	c := newTestCluster(t, "app")
 	full := map[string]*atomic.Bool{}
 	for _, p := range []string{"app-0", "app-1", "app-2"} {
 		full[p] = &atomic.Bool{}
 		flag := full[p]
-		c.start(p, withExpect(3), func(cfg *Config) {
+		c.start(p, withExpect(3), withLogStore(kind), func(cfg *Config) {
 			cfg.wrapLogStore = func(s raft.LogStore) raft.LogStore { return fullDisk{LogStore: s, full: flag} }
 		})
 	}

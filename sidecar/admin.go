@@ -143,6 +143,7 @@ func (a *adminServer) Status(ctx context.Context, req *adminpb.StatusRequest) (*
 			pm.LastContactNanos = m.Info.GetLastContactNanos()
 			pm.Version = m.Info.GetVersion()
 			pm.ClusterId, pm.Generation = m.Info.GetClusterId(), m.Info.GetGeneration()
+			pm.LogStore = m.Info.GetLogStore()
 		} else if m.Err != nil {
 			pm.Error = status.Convert(m.Err).Message()
 		}

@@ -253,6 +253,9 @@ func statusJSON(st *adminpb.StatusResponse) map[string]any {
 				mm["last_contact_seconds"] = time.Duration(lc).Seconds()
 			}
 			mm["version"] = m.GetVersion()
+			if ls := m.GetLogStore(); ls != "" {
+				mm["log_store"] = ls
+			}
 		} else {
 			mm["error"] = m.GetError()
 		}
@@ -342,11 +345,12 @@ func printStatus(w io.Writer, st *adminpb.StatusResponse, now time.Time) {
 	fmt.Fprintf(w, "App leader   %s\n\n", appLeader)
 
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MEMBER\tSUFFRAGE\tADDRESS\tSTATE\tAPPLIED\tLAST CONTACT")
+	fmt.Fprintln(tw, "MEMBER\tSUFFRAGE\tADDRESS\tSTATE\tAPPLIED\tLAST CONTACT\tLOG STORE")
 	for _, m := range st.GetMembers() {
-		state, applied, contact := "unreachable", "-", "-"
+		state, applied, contact, logStore := "unreachable", "-", "-", "-"
 		if m.GetReachable() {
 			state, applied = m.GetRaftState(), strconv.FormatUint(m.GetAppliedIndex(), 10)
+			logStore = orDash(m.GetLogStore()) // a member of an older version does not say
 			switch lc := m.GetLastContactNanos(); {
 			case m.GetLeader():
 				contact = "(leader)"
@@ -359,7 +363,7 @@ func printStatus(w io.Writer, st *adminpb.StatusResponse, now time.Time) {
 		if m.GetDiverged() != "" {
 			state += " DIVERGED"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.GetId(), strings.ToLower(m.GetSuffrage()), m.GetAddress(), state, applied, contact)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.GetId(), strings.ToLower(m.GetSuffrage()), m.GetAddress(), state, applied, contact, logStore)
 	}
 	tw.Flush()
 	for _, m := range st.GetMembers() {

@@ -18,7 +18,7 @@ func TestStatusShowsDivergedMembersAndWaitingPods(t *testing.T) {
 		App: "web", Self: "web-0/a", Unit: "web/0", Ready: true,
 		LeaderUnit: "web/1", LeaseExpiresUnixNano: now.Add(50 * time.Second).UnixNano(),
 		Members: []*adminpb.Member{
-			{Id: "web-0/a", Suffrage: "Voter", Reachable: true, RaftState: "Leader", Leader: true},
+			{Id: "web-0/a", Suffrage: "Voter", Reachable: true, RaftState: "Leader", Leader: true, LogStore: "wal"},
 			{Id: "web-1/b", Suffrage: "Voter", Reachable: true, RaftState: "Follower", Diverged: "at raft index 12: hash 01, most members have 02"},
 		},
 		Units:   []*adminpb.Unit{{Name: "web/0", State: "active", Member: "web-0/a", SinceUnixNano: now.Add(-time.Minute).UnixNano()}},
@@ -33,6 +33,9 @@ func TestStatusShowsDivergedMembersAndWaitingPods(t *testing.T) {
 		"(waiting)  -       web-x/c  5s ago",
 		"pod web-x waits for a unit",
 		"App leader   web/1 (lease runs 50s more unless renewed)",
+		"LAST CONTACT  LOG STORE",
+		"(leader)      wal",
+		"0s ago        -", // a member of an older version does not say
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status table lacks %q:\n%s", want, out)
@@ -45,7 +48,7 @@ func TestStatusShowsDivergedMembersAndWaitingPods(t *testing.T) {
 	if js["leader_unit"] != "web/1" || js["lease_expires"] != "2026-05-06T07:08:59Z" {
 		t.Errorf("JSON leader_unit %v, lease_expires %v", js["leader_unit"], js["lease_expires"])
 	}
-	if m := js["members"].([]map[string]any); m[1]["diverged"] == nil || m[0]["diverged"] != nil {
+	if m := js["members"].([]map[string]any); m[1]["diverged"] == nil || m[0]["diverged"] != nil || m[0]["log_store"] != "wal" || m[1]["log_store"] != nil {
 		t.Errorf("JSON members: %v", m)
 	}
 }

@@ -366,7 +366,9 @@ type InfoResponse struct {
 	ClusterId  string `protobuf:"bytes,20,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	Generation uint64 `protobuf:"varint,21,opt,name=generation,proto3" json:"generation,omitempty"`
 	// The term of this member's last log entry.
-	LastLogTerm   uint64 `protobuf:"varint,22,opt,name=last_log_term,json=lastLogTerm,proto3" json:"last_log_term,omitempty"`
+	LastLogTerm uint64 `protobuf:"varint,22,opt,name=last_log_term,json=lastLogTerm,proto3" json:"last_log_term,omitempty"`
+	// The store this member keeps its raft log in: "wal" or "boltdb".
+	LogStore      string `protobuf:"bytes,23,opt,name=log_store,json=logStore,proto3" json:"log_store,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -553,6 +555,13 @@ func (x *InfoResponse) GetLastLogTerm() uint64 {
 		return x.LastLogTerm
 	}
 	return 0
+}
+
+func (x *InfoResponse) GetLogStore() string {
+	if x != nil {
+		return x.LogStore
+	}
+	return ""
 }
 
 type StateHash struct {
@@ -961,7 +970,7 @@ const file_raftstore_peerpb_peer_proto_rawDesc = "" +
 	"\x06Server\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1a\n" +
-	"\bsuffrage\x18\x03 \x01(\tR\bsuffrage\"\xac\x06\n" +
+	"\bsuffrage\x18\x03 \x01(\tR\bsuffrage\"\xc9\x06\n" +
 	"\fInfoResponse\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x10\n" +
 	"\x03app\x18\x02 \x01(\tR\x03app\x12\x18\n" +
@@ -990,7 +999,8 @@ const file_raftstore_peerpb_peer_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x15 \x01(\x04R\n" +
 	"generation\x12\"\n" +
-	"\rlast_log_term\x18\x16 \x01(\x04R\vlastLogTerm\"5\n" +
+	"\rlast_log_term\x18\x16 \x01(\x04R\vlastLogTerm\x12\x1b\n" +
+	"\tlog_store\x18\x17 \x01(\tR\blogStore\"5\n" +
 	"\tStateHash\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x12\n" +
 	"\x04hash\x18\x02 \x01(\fR\x04hash\"\xbb\x01\n" +

@@ -97,8 +97,12 @@ type Member struct {
 	// nothing): the raft index and the hashes.
 	Diverged string `protobuf:"bytes,11,opt,name=diverged,proto3" json:"diverged,omitempty"`
 	// The cluster id and generation of the member's state, as it says.
-	ClusterId     string `protobuf:"bytes,12,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
-	Generation    uint64 `protobuf:"varint,13,opt,name=generation,proto3" json:"generation,omitempty"`
+	ClusterId  string `protobuf:"bytes,12,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	Generation uint64 `protobuf:"varint,13,opt,name=generation,proto3" json:"generation,omitempty"`
+	// The store the member keeps its raft log in ("wal" or "boltdb"), as
+	// it says (empty when it did not answer, or runs a version that does
+	// not say).
+	LogStore      string `protobuf:"bytes,14,opt,name=log_store,json=logStore,proto3" json:"log_store,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -222,6 +226,13 @@ func (x *Member) GetGeneration() uint64 {
 		return x.Generation
 	}
 	return 0
+}
+
+func (x *Member) GetLogStore() string {
+	if x != nil {
+		return x.LogStore
+	}
+	return ""
 }
 
 // Claimant is a pod waiting for a unit (the declared scale is reached).
@@ -3287,7 +3298,7 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"\x1bsidecar/adminpb/admin.proto\x12\x12bagkeeper.admin.v1\".\n" +
 	"\rStatusRequest\x12\x1d\n" +
 	"\n" +
-	"skip_probe\x18\x01 \x01(\bR\tskipProbe\"\x81\x03\n" +
+	"skip_probe\x18\x01 \x01(\bR\tskipProbe\"\x9e\x03\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1a\n" +
@@ -3306,7 +3317,8 @@ const file_sidecar_adminpb_admin_proto_rawDesc = "" +
 	"cluster_id\x18\f \x01(\tR\tclusterId\x12\x1e\n" +
 	"\n" +
 	"generation\x18\r \x01(\x04R\n" +
-	"generation\"\\\n" +
+	"generation\x12\x1b\n" +
+	"\tlog_store\x18\x0e \x01(\tR\blogStore\"\\\n" +
 	"\bClaimant\x12\x16\n" +
 	"\x06member\x18\x01 \x01(\tR\x06member\x12\x10\n" +
 	"\x03pod\x18\x02 \x01(\tR\x03pod\x12&\n" +

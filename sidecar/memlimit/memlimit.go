@@ -25,11 +25,13 @@ import (
 // runtime, leaving 10 % (25.6 MiB of a 256 MiB container) for what the
 // container's limit counts and the Go runtime does not:
 //
-//   - the pages of the memory-mapped raft log (raft.db) the process has
-//     read, which after a load can be as much as the heap (BENCHMARKS.md),
-//     and of the binary. bbolt maps the file read-only and writes with
-//     write and fdatasync, so these are clean page cache that the kernel
-//     reclaims before it kills the container: they need little headroom;
+//   - the pages of the memory-mapped raft log (raft.db, with --log-store
+//     boltdb) the process has read, which after a load can be as much as
+//     the heap (BENCHMARKS.md), and of the binary. bbolt maps the file
+//     read-only and writes with write and fdatasync, so these are clean
+//     page cache that the kernel reclaims before it kills the container:
+//     they need little headroom. raft-wal (--log-store wal) reads its
+//     segments with pread, and maps only its small meta file;
 //   - kernel memory charged to the container (socket buffers, page tables);
 //   - the runtime's overshoot: the soft limit is a target the collector
 //     works towards, not a cap on allocation.

@@ -29,8 +29,9 @@ import (
 
 // Flags of the bagkeeper target.
 var (
-	bagkeeperBin = flag.String("bagkeeper", "", "bagkeeper binary for the bagkeeper target (default: build ./cmd/bagkeeper of the module the harness runs in)")
-	bagkeeperVia = flag.String("bagkeeper-via", "leader", "where the bagkeeper target's writers send SetBag: leader (found with Status, like the etcd client) or follower (which forwards to the leader)")
+	bagkeeperBin      = flag.String("bagkeeper", "", "bagkeeper binary for the bagkeeper target (default: build ./cmd/bagkeeper of the module the harness runs in)")
+	bagkeeperLogStore = flag.String("bagkeeper-log-store", "", "--log-store of the bagkeeper target's sidecars: wal or boltdb (default: the binary's default, read from its --help, passed explicitly)")
+	bagkeeperVia      = flag.String("bagkeeper-via", "leader", "where the bagkeeper target's writers send SetBag: leader (found with Status, like the etcd client) or follower (which forwards to the leader)")
 )
 
 // The bagkeeper cluster.
@@ -74,14 +75,15 @@ var bkDefaultFlags = []struct{ flag, label, fallback string }{
 // bagkeeperTarget runs a 3-member bagkeeper cluster: three `bagkeeper run`
 // sidecars on distinct loopback addresses, each with its own data
 // directory, bootstrapped with --bootstrap-expect 3 and a static peer
-// list, with bagkeeper's default raft timing and durability (raft-boltdb,
-// fsync before acknowledging). Clients speak the admin API (gRPC on each
-// sidecar's Unix socket).
+// list, with bagkeeper's default raft timing and durability (the log store
+// of -bagkeeper-log-store, fsync before acknowledging). Clients speak the
+// admin API (gRPC on each sidecar's Unix socket).
 type bagkeeperTarget struct {
 	bin            string
 	version        string
 	defaults       map[string]string // flag name → default, from --help
 	via            string            // "leader" or "follower"
+	logStore       string            // --log-store given to every member; empty for a binary without the flag
 	attemptTimeout time.Duration
 	startTimeout   time.Duration
 	binDir         string // temporary directory of a binary built here; removed by Stop
@@ -167,7 +169,29 @@ func newBagkeeperTarget(cfg *Config) (Target, error) {
 	b.version = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(string(out)), "bagkeeper"))
 	help, _ := exec.Command(b.bin, "run", "--help").CombinedOutput() // exits 0 or 2 depending on the flag package
 	b.defaults = parseHelpDefaults(string(help))
+	switch b.logStore = *bagkeeperLogStore; {
+	case !strings.Contains(string(help), "--log-store"):
+		if b.logStore != "" {
+			b.removeBinDir()
+			return nil, fmt.Errorf("bagkeeper target: -bagkeeper-log-store %s: %s has no --log-store (it keeps the raft log in raft-boltdb)", b.logStore, b.bin)
+		}
+	case b.logStore == "":
+		b.logStore = b.defaults["log-store"]
+	}
 	return b, nil
+}
+
+// logStoreNote says where the members keep their raft log.
+func (b *bagkeeperTarget) logStoreNote() string {
+	switch b.logStore {
+	case "":
+		return "raft log in raft-boltdb (this binary has no --log-store)"
+	case "boltdb":
+		return "raft log in raft-boltdb (--log-store boltdb: a bbolt transaction, two fsyncs, per append)"
+	case "wal":
+		return "raft log in raft-wal (--log-store wal: segment files, one fsync per append)"
+	}
+	return "raft log in --log-store " + b.logStore
 }
 
 // buildBagkeeper builds ./cmd/bagkeeper of the module that contains the
@@ -258,10 +282,10 @@ func (b *bagkeeperTarget) Describe() string {
 			"on any failure it asks again and retries on another member"
 	}
 	return fmt.Sprintf("%d sidecars on distinct 127.0.0.x addresses (TCP peer port, plaintext with --insecure), --bootstrap-expect %d with a static --peers list; "+
-		"bagkeeper's default raft settings (%s); raft log in raft-boltdb, fsynced before a put is acknowledged (not configurable); "+
+		"bagkeeper's default raft settings (%s); %s, fsynced before a put is acknowledged; "+
 		"a put is one admin API SetBag (gRPC over the member's Unix socket) setting one new key of the application's bag of a peer relation, "+
 		"acknowledged once the receiving member has applied it; every put also deletes the writer's key from %d puts earlier so the bag stays small; %s",
-		bkMemberCount, bkMemberCount, strings.Join(timing, ", "), bkKeepKeys, via)
+		bkMemberCount, bkMemberCount, strings.Join(timing, ", "), b.logStoreNote(), bkKeepKeys, via)
 }
 
 // Start implements Target.
@@ -387,6 +411,9 @@ func (b *bagkeeperTarget) startMember(m *bkMember) error {
 		"--bootstrap-expect=" + strconv.Itoa(bkMemberCount),
 		"--insecure",
 		"--log-format=text",
+	}
+	if b.logStore != "" {
+		args = append(args, "--log-store="+b.logStore)
 	}
 	if b.extraArgs != nil {
 		args = append(args, b.extraArgs(m)...)

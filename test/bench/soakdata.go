@@ -36,8 +36,9 @@ type soakSample struct {
 	// go_memstats_heap_inuse_bytes from the member's /metrics; -1 if it
 	// could not be read.
 	HeapInuse int64
-	// The data directory: raft.db's size, the snapshots' files, and the
-	// blocks every file of the directory occupies on disk (du).
+	// The data directory: the raft log store's size (raft.db, or the
+	// files of raft-wal's wal/), the snapshots' files, and the blocks every
+	// file of the directory occupies on disk (du).
 	RaftDB, Snapshots, Disk int64
 	// The newest snapshot's state.bin; 0 before the first snapshot.
 	SnapshotState int64
@@ -175,7 +176,7 @@ func parseMetric(text, name string) (float64, bool) {
 
 // dataDirUse is how much a member's data directory holds.
 type dataDirUse struct {
-	RaftDB        int64 // raft/raft.db, its size
+	RaftDB        int64 // the raft log store: raft/raft.db's size, or the sum of raft/wal/*
 	Snapshots     int64 // raft/snapshots/**, the files' sizes
 	SnapshotState int64 // the newest snapshot's state.bin
 	Disk          int64 // blocks of every file under the directory, as du counts them
@@ -187,6 +188,7 @@ func measureDataDir(dir string) (dataDirUse, error) {
 	var u dataDirUse
 	raftDir := filepath.Join(dir, "raft")
 	snapDir := filepath.Join(raftDir, "snapshots")
+	walDir := filepath.Join(raftDir, "wal")
 	newest := ""
 	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
@@ -209,6 +211,8 @@ func measureDataDir(dir string) (dataDirUse, error) {
 		switch {
 		case path == filepath.Join(raftDir, "raft.db"):
 			u.RaftDB = info.Size()
+		case strings.HasPrefix(path, walDir+string(filepath.Separator)):
+			u.RaftDB += info.Size()
 		case strings.HasPrefix(path, snapDir+string(filepath.Separator)):
 			u.Snapshots += info.Size()
 			// Snapshot directories are <term>-<index>-<ms>; the newest
@@ -389,7 +393,7 @@ func evaluateSoak(samples []soakSample, lim soakLimits) ([]soakCheck, error) {
 		})
 		out = append(out, soakCheck{
 			Target: "(c) disk ≤ 3 × live + trailing log", Member: m, Pass: disk <= lim.DiskLimit(),
-			Detail: fmt.Sprintf("max disk use %s (raft.db up to %s, snapshots up to %s); limit %s = 3 × %s + %d trailing entries × %s",
+			Detail: fmt.Sprintf("max disk use %s (raft log store up to %s, snapshots up to %s); limit %s = 3 × %s + %d trailing entries × %s",
 				fmtMiB(disk), fmtMiB(raftDB), fmtMiB(snaps), fmtMiB(lim.DiskLimit()), fmtMiB(lim.Live), lim.TrailingLogs, fmtBytes(lim.ValueSize)),
 		})
 	}

@@ -120,6 +120,15 @@ func TestMeasureDataDir(t *testing.T) {
 	if u.Disk < 64<<10 {
 		t.Errorf("Disk = %d, less than raft.db alone", u.Disk)
 	}
+	// A member on raft-wal: its log store is the files of wal/.
+	walData := filepath.Join(t.TempDir(), "wal-member")
+	dir = walData
+	write("raft/wal/wal-meta.db", 32<<10)
+	write("raft/wal/00000000000000000001-0000000000000000.wal", 1<<20)
+	write("raft/snapshots/2-9000-111/state.bin", 3000)
+	if u, err := measureDataDir(walData); err != nil || u.RaftDB != 32<<10+1<<20 || u.Snapshots != 3000 {
+		t.Errorf("a raft-wal data dir: %+v, %v; want RaftDB %d", u, err, 32<<10+1<<20)
+	}
 	if u, err := measureDataDir(filepath.Join(dir, "missing")); err != nil || u != (dataDirUse{}) {
 		t.Errorf("a missing directory: %+v, %v", u, err)
 	}

@@ -193,7 +193,11 @@ func TestBadInputGetsClearErrorAndChangesNothing(t *testing.T) {
 		victim := c.followers(*before)[0]
 		oldID := before.selfOf(victim)
 		victim.kill()
+		// raft.db, or raft-wal's meta file (BAGKEEPER_E2E_LOG_STORE=wal).
 		db := filepath.Join(victim.dataDir, "raft", "raft.db")
+		if _, err := os.Stat(db); errors.Is(err, os.ErrNotExist) {
+			db = filepath.Join(victim.dataDir, "raft", "wal", "wal-meta.db")
+		}
 		fi, err := os.Stat(db)
 		if err != nil {
 			t.Fatal(err)

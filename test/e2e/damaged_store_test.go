@@ -3,9 +3,12 @@
 package e2e
 
 import (
+	"bytes"
+	"crypto/rand"
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -14,12 +17,21 @@ import (
 // TestDamagedRaftStoreStopsThePodWithAnError damages the raft store of a
 // stopped follower in the ways that made bbolt and raft panic (a stack
 // trace and exit status 2, a crash loop in Kubernetes that says nothing
-// useful) and starts it on each: it must exit with status 1 and the
-// documented message naming the damaged file, without a panic, while the
-// other two members go on serving. Its store put back undamaged, the pod
-// comes back as the same member with every bag.
+// useful), or that raft-wal would take for the end of its log, losing
+// acknowledged entries, and starts it on each: it must exit with status 1
+// and the documented message naming the damaged file, without a panic,
+// while the other two members go on serving. Its store put back
+// undamaged, the pod comes back as the same member with every bag. It runs
+// with either log store.
 func TestDamagedRaftStoreStopsThePodWithAnError(t *testing.T) {
+	for _, store := range []string{"boltdb", "wal"} {
+		t.Run(store, func(t *testing.T) { testDamagedRaftStore(t, store) })
+	}
+}
+
+func testDamagedRaftStore(t *testing.T, store string) {
 	c := newCluster(t,
+		"--log-store", store,
 		"--raft-snapshot-threshold", "16",
 		"--raft-trailing-logs", "4",
 		"--raft-snapshot-interval", "300ms")
@@ -42,35 +54,20 @@ func TestDamagedRaftStoreStopsThePodWithAnError(t *testing.T) {
 	if err := copyDir(raftDir, saved); err != nil {
 		t.Fatal(err)
 	}
-	db := filepath.Join(raftDir, "raft.db")
 	snaps, err := os.ReadDir(filepath.Join(raftDir, "snapshots"))
 	if err != nil || len(snaps) == 0 {
 		t.Fatalf("%s has no snapshot (%v)", victim.name, err)
 	}
 	snap := filepath.Join(raftDir, "snapshots", snaps[len(snaps)-1].Name())
 
-	for _, tc := range []struct {
-		name   string
-		file   string
-		damage func(t *testing.T, path string)
-	}{
-		{"raft.db truncated", db, func(t *testing.T, p string) {
-			// bbolt grows its file ahead of use: cut into the pages in use.
-			m := readBoltMeta(t, p)
-			if err := os.Truncate(p, int64(m.pgid/2*m.pageSize)); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{"raft.db zeroed", db, func(t *testing.T, p string) {
-			fi, err := os.Stat(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(p, make([]byte, fi.Size()), 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{"raft.db free list page zeroed", db, zeroBoltFreelist},
+	var cases []storeDamage
+	switch store {
+	case "boltdb":
+		cases = boltDamage(filepath.Join(raftDir, "raft.db"))
+	case "wal":
+		cases = walDamage(t, filepath.Join(raftDir, "wal"))
+	}
+	for _, tc := range append(cases, []storeDamage{
 		{"snapshot state corrupted", filepath.Join(snap, "state.bin"), func(t *testing.T, p string) {
 			b, err := os.ReadFile(p)
 			if err != nil {
@@ -86,7 +83,7 @@ func TestDamagedRaftStoreStopsThePodWithAnError(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
-	} {
+	}...) {
 		t.Run(tc.name, func(t *testing.T) {
 			defer c.use(t)()
 			defer func() {
@@ -135,6 +132,85 @@ func TestDamagedRaftStoreStopsThePodWithAnError(t *testing.T) {
 		t.Fatalf("%s came back as %s, want %s", victim.name, got, oldID)
 	}
 	c.waitBags(want)
+}
+
+// storeDamage is one way to damage a file of a stopped member's raft store.
+type storeDamage struct {
+	name   string
+	file   string
+	damage func(t *testing.T, path string)
+}
+
+// boltDamage damages raft-boltdb's raft.db at db.
+func boltDamage(db string) []storeDamage {
+	return []storeDamage{
+		{"raft.db truncated", db, func(t *testing.T, p string) {
+			// bbolt grows its file ahead of use: cut into the pages in use.
+			m := readBoltMeta(t, p)
+			if err := os.Truncate(p, int64(m.pgid/2*m.pageSize)); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"raft.db zeroed", db, zeroFile},
+		{"raft.db free list page zeroed", db, zeroBoltFreelist},
+	}
+}
+
+// walDamage damages raft-wal's files in dir: its meta file, and its last
+// segment (preallocated, and so mostly zeros after what was written) in
+// the middle of what was written, where raft-wal alone would take the
+// damage for the end of its log.
+func walDamage(t *testing.T, dir string) []storeDamage {
+	segs, err := filepath.Glob(filepath.Join(dir, "*.wal"))
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("no segment in %s (%v)", dir, err)
+	}
+	sort.Strings(segs)
+	seg := segs[len(segs)-1]
+	middle := func(t *testing.T, p string) int64 {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return int64(len(bytes.TrimRight(b, "\x00"))) / 2 &^ 7
+	}
+	return []storeDamage{
+		{"wal meta zeroed", filepath.Join(dir, "wal-meta.db"), zeroFile},
+		{"wal segment zeroed in the middle", seg, func(t *testing.T, p string) {
+			writeAt(t, p, middle(t, p), make([]byte, 512))
+		}},
+		{"wal segment overwritten in the middle", seg, func(t *testing.T, p string) {
+			garbage := make([]byte, 512)
+			_, _ = rand.Read(garbage)
+			writeAt(t, p, middle(t, p), garbage)
+		}},
+		{"wal segment missing", seg, func(t *testing.T, p string) {
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+}
+
+func zeroFile(t *testing.T, p string) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, make([]byte, fi.Size()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeAt(t *testing.T, p string, off int64, b []byte) {
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // restoreDir replaces dst with a copy of src.

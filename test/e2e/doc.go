@@ -21,6 +21,10 @@
 // kills, pauses and wipes members (longer with BAGKEEPER_SOAK_DURATION, as
 // `make soak` runs it).
 //
+// BAGKEEPER_E2E_LOG_STORE (wal or boltdb) gives every pod that --log-store,
+// so that the suite runs on either raft log store; a test that damages a
+// store's files names the store it needs.
+//
 // The bagkeeper binary is built once per `go test` run (without -race, for
 // speed). Tests run one after another: each raft group is timing-sensitive,
 // and several groups at once on a small machine miss heartbeats.

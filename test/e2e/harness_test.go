@@ -83,7 +83,11 @@ func newCluster(t *testing.T, flags ...string) *cluster {
 	c.sockDir = sock
 	c.peersFile = filepath.Join(c.dir, "peers")
 	c.prefix = allocSubnet(t)
-	c.flags = append(append([]string{}, fastFlags...), flags...)
+	c.flags = append([]string{}, fastFlags...)
+	if ls := os.Getenv("BAGKEEPER_E2E_LOG_STORE"); ls != "" {
+		c.flags = append(c.flags, "--log-store", ls) // before the test's flags, which may name another
+	}
+	c.flags = append(c.flags, flags...)
 	c.writePeers()
 	t.Cleanup(func() {
 		c.mu.Lock()
