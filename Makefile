@@ -122,9 +122,10 @@ demo: build
 ## beside the same loop exec'ing hello-world, secret-get against a real agent
 ## likewise, then the cost of the log entries' checksums; then, where a
 ## Docker daemon answers, the pods of the chart as containers (bench-pods);
-## prints the tables for BENCHMARKS.md
+## prints the tables for BENCHMARKS.md, and plots commit latency against
+## writers into docs/commit-latency.svg
 bench:
-	$(GO) run ./test/bench
+	$(GO) run ./test/bench -writers=1,4,16,64
 	$(GO) test -run '^$$' -bench Startup -benchtime 500x ./cmd/jujuc
 	$(GO) test -run '^$$' -bench HookCalls -benchtime 20x ./agent
 	$(GO) test -run '^$$' -bench SecretGet -benchtime 500x ./agent

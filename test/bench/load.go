@@ -139,6 +139,9 @@ func latencyExperiment(ctx context.Context, env *Env) ([]Row, error) {
 			if row.What != "" {
 				rows = append(rows, row)
 			}
+			if err == nil && row.p50 > 0 {
+				latencyCurve = append(latencyCurve, latencyPoint{Target: row.Target, Writers: nw, Size: size, P50: row.p50, Rate: row.rate})
+			}
 			if err != nil {
 				return rows, err
 			}
@@ -203,6 +206,8 @@ func measureLoadWith(ctx context.Context, env *Env, what, tag string, nw, size i
 		P99:    fmtDuration(s.P99),
 		Value:  fmtRate(res.Throughput(), "commits"),
 		Note:   fmt.Sprintf("%d puts in %s, max %s", s.N, fmtDuration(res.Wall), fmtDuration(s.Max)),
+		p50:    s.P50,
+		rate:   res.Throughput(),
 	}
 	if res.Errors > 0 {
 		row.Note += fmt.Sprintf("; %d failed puts, first: %s", res.Errors, shortErr(res.FirstErr))

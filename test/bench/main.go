@@ -280,6 +280,7 @@ func run() int {
 		defer progressf("", "data and logs kept in %s", root)
 	}
 
+	loadStart := loadAverage()
 	table := &Table{}
 	var notes []string
 	failed := false
@@ -308,6 +309,14 @@ func run() int {
 	}
 
 	si := collectSysInfo(root)
+	si.LoadStart = loadStart
+	if *latencySVG != "" && len(latencyCurve) > 0 {
+		if err := writeLatencyChart(*latencySVG, latencyCurve, headerLine(time.Now(), si, commandLine(os.Args))); err != nil {
+			progressf("", "latency plot: %v", err)
+		} else {
+			notes = append(notes, "the latency plot is in "+filepath.ToSlash(*latencySVG)+".")
+		}
+	}
 	fmt.Println(headerLine(time.Now(), si, commandLine(os.Args)))
 	fmt.Println()
 	if err := table.WriteMarkdown(os.Stdout); err != nil {
@@ -387,8 +396,19 @@ func headerLine(now time.Time, si sysInfo, cmd string) string {
 	if si.Kernel != "" {
 		parts = append(parts, "Linux "+si.Kernel)
 	}
-	parts = append(parts, runtime.Version(), "data on "+si.FSType, "command: `"+cmd+"`")
+	parts = append(parts, runtime.Version(), "data on "+si.FSType)
+	if si.LoadStart != "" || si.LoadEnd != "" {
+		parts = append(parts, fmt.Sprintf("load average (1, 5, 15 min) %s at the start, %s at the end", orUnknown(si.LoadStart), orUnknown(si.LoadEnd)))
+	}
+	parts = append(parts, "command: `"+cmd+"`")
 	return strings.Join(parts, " · ")
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
 }
 
 // commandLine renders the command that started the harness, without this

@@ -51,13 +51,13 @@ func TestHeaderAndCommandLine(t *testing.T) {
 		t.Errorf("commandLine = %q", got)
 	}
 	h := headerLine(time.Date(2024, 5, 6, 7, 8, 0, 0, time.UTC),
-		sysInfo{CPUs: 2, MemTotal: 24 << 30, CPUModel: "CPU X", Kernel: "6.1", FSType: "ext2/3/4"}, "bench -x")
-	for _, want := range []string{"Run 2024-05-06 07:08 UTC", "nproc 2", "memory 24 GiB", "CPU X", "Linux 6.1", "data on ext2/3/4", "command: `bench -x`"} {
+		sysInfo{CPUs: 2, MemTotal: 24 << 30, CPUModel: "CPU X", Kernel: "6.1", FSType: "ext2/3/4", LoadStart: "0.10 0.20 0.30", LoadEnd: "1.50 0.60 0.40"}, "bench -x")
+	for _, want := range []string{"Run 2024-05-06 07:08 UTC", "nproc 2", "memory 24 GiB", "CPU X", "Linux 6.1", "data on ext2/3/4", "load average (1, 5, 15 min) 0.10 0.20 0.30 at the start, 1.50 0.60 0.40 at the end", "command: `bench -x`"} {
 		if !strings.Contains(h, want) {
 			t.Errorf("header %q lacks %q", h, want)
 		}
 	}
-	if si := collectSysInfo(t.TempDir()); si.CPUs < 1 || si.FSType == "" {
+	if si := collectSysInfo(t.TempDir()); si.CPUs < 1 || si.FSType == "" || len(strings.Fields(si.LoadEnd)) != 3 {
 		t.Errorf("collectSysInfo = %+v", si)
 	}
 }

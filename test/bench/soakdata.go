@@ -424,8 +424,9 @@ func allocatedBytes(info os.FileInfo) int64 {
 	return info.Size()
 }
 
-// soakColors are the members' colours in the soak plot.
-var soakColors = []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"}
+// chartColors are the lines' colours: the members' in the soak plot, the
+// targets' in the latency plot.
+var chartColors = []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"}
 
 // soakChart plots every member's anonymous and file-backed RSS and its
 // disk use over time, with the phases shaded and the live state and the
@@ -438,7 +439,7 @@ func soakChart(samples []soakSample, lim soakLimits, title, subtitle string) lin
 	}
 	mib := func(n int64) float64 { return float64(n) / (1 << 20) }
 	for i, m := range soakMembers(samples) {
-		color := soakColors[i%len(soakColors)]
+		color := chartColors[i%len(chartColors)]
 		anon := chartSeries{Name: m + " anon RSS", Color: color}
 		file := chartSeries{Name: m + " file RSS", Color: color, Dash: "7 4"}
 		disk := chartSeries{Name: m + " disk (data dir)", Color: color, Dash: "2 3"}

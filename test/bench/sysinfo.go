@@ -17,12 +17,29 @@ type sysInfo struct {
 	CPUModel string // "" if unknown
 	Kernel   string // "" if unknown
 	FSType   string // file system of the data directory
+	// LoadStart and LoadEnd are the 1-, 5- and 15-minute load averages
+	// when the run started and when it ended ("" if unknown): a noisy
+	// run shows.
+	LoadStart, LoadEnd string
+}
+
+// loadAverage returns the load averages from /proc/loadavg, or "".
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // collectSysInfo gathers sysInfo, with dataDir being the directory the
 // clusters keep their data in. Missing facts are left empty.
 func collectSysInfo(dataDir string) sysInfo {
-	si := sysInfo{CPUs: runtime.NumCPU(), FSType: fsType(dataDir)}
+	si := sysInfo{CPUs: runtime.NumCPU(), FSType: fsType(dataDir), LoadEnd: loadAverage()}
 	if f, err := os.Open("/proc/meminfo"); err == nil {
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {

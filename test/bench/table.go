@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -17,6 +18,10 @@ type Row struct {
 	P99    string // 99th percentile latency, if the row has one
 	Value  string // a throughput ("812 commits/s") or a time ("median 1.52 s, max 2.31 s")
 	Note   string // anything else: sample count, errors, the individual trials
+
+	// The figures of a latency row, for the plot.
+	p50  time.Duration
+	rate float64
 }
 
 // tableHeader is the column titles of the result table, in Row's field
