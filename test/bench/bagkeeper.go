@@ -31,6 +31,7 @@ import (
 var (
 	bagkeeperBin      = flag.String("bagkeeper", "", "bagkeeper binary for the bagkeeper target (default: build ./cmd/bagkeeper of the module the harness runs in)")
 	bagkeeperLogStore = flag.String("bagkeeper-log-store", "", "--log-store of the bagkeeper target's sidecars: wal or boltdb (default: the binary's default, read from its --help, passed explicitly)")
+	bagkeeperArgs     = flag.String("bagkeeper-args", "", "more flags for every sidecar of the bagkeeper target, space-separated, e.g. \"--pprof --raft-commit-timeout=50ms\" (named in the table's note)")
 	bagkeeperVia      = flag.String("bagkeeper-via", "leader", "where the bagkeeper target's writers send SetBag: leader (found with Status, like the etcd client) or follower (which forwards to the leader)")
 )
 
@@ -281,11 +282,15 @@ func (b *bagkeeperTarget) Describe() string {
 		via = "the client sends each put to a follower that knows a leader (found with Status), which forwards it to the leader over the peer API, as a charm on a follower's pod does; " +
 			"on any failure it asks again and retries on another member"
 	}
+	settings := "bagkeeper's default raft settings (" + strings.Join(timing, ", ") + ")"
+	if *bagkeeperArgs != "" {
+		settings += ", except as these flags say: " + *bagkeeperArgs
+	}
 	return fmt.Sprintf("%d sidecars on distinct 127.0.0.x addresses (TCP peer port, plaintext with --insecure), --bootstrap-expect %d with a static --peers list; "+
-		"bagkeeper's default raft settings (%s); %s, fsynced before a put is acknowledged; "+
+		"%s; %s, fsynced before a put is acknowledged; "+
 		"a put is one admin API SetBag (gRPC over the member's Unix socket) setting one new key of the application's bag of a peer relation, "+
 		"acknowledged once the receiving member has applied it; every put also deletes the writer's key from %d puts earlier so the bag stays small; %s",
-		bkMemberCount, bkMemberCount, strings.Join(timing, ", "), b.logStoreNote(), bkKeepKeys, via)
+		bkMemberCount, bkMemberCount, settings, b.logStoreNote(), bkKeepKeys, via)
 }
 
 // Start implements Target.
@@ -415,6 +420,7 @@ func (b *bagkeeperTarget) startMember(m *bkMember) error {
 	if b.logStore != "" {
 		args = append(args, "--log-store="+b.logStore)
 	}
+	args = append(args, strings.Fields(*bagkeeperArgs)...)
 	if b.extraArgs != nil {
 		args = append(args, b.extraArgs(m)...)
 	}
