@@ -158,7 +158,7 @@ func (c *Config) setDefaults() error {
 	def(&c.HeartbeatTimeout, 500*time.Millisecond)
 	def(&c.ElectionTimeout, 500*time.Millisecond)
 	def(&c.LeaderLeaseTimeout, 250*time.Millisecond)
-	def(&c.CommitTimeout, 200*time.Millisecond)
+	def(&c.CommitTimeout, time.Second)
 	def(&c.SnapshotInterval, 2*time.Second)
 	def(&c.StateCheckInterval, 10*time.Minute)
 	if c.LogStore == "" {
@@ -210,6 +210,11 @@ type Node struct {
 	grpc   *grpc.Server
 
 	nudgeCh chan struct{}
+	// The leader's pending nudge after its own writes (nudgeUnlessFollowed).
+	settleMu    sync.Mutex
+	settleLast  uint64
+	settleTimer *time.Timer
+	settleArmed bool
 	// membership serializes the leader's membership decisions (autopilot,
 	// joins, leaves), each of which reads the configuration and changes it.
 	membership sync.Mutex

@@ -150,3 +150,31 @@ func TestFollowersLearnTheLeaderCommitFromItsHealthPoll(t *testing.T) {
 		t.Fatalf("a commit index from a member that does not lead was taken: %d, was %d", got, before)
 	}
 }
+
+// TestFollowersApplyTheLeadersOwnWriteWithoutWaitingForAnAppend checks
+// that a write made on the leader reaches the followers' state machines
+// promptly even on an idle group whose next append would come only a long
+// commit timeout later: the leader appends a barrier when nothing followed
+// its write.
+func TestFollowersApplyTheLeadersOwnWriteWithoutWaitingForAnAppend(t *testing.T) {
+	c := newTestCluster(t, "app")
+	for _, p := range []string{"app-0", "app-1", "app-2"} {
+		c.start(p, withExpect(3), func(cfg *Config) { cfg.CommitTimeout = 20 * time.Second })
+	}
+	l := c.leader(10 * time.Second)
+	rel := mustApply(t, l.node, state.EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
+	for i := range 3 {
+		idx := mustApply(t, l.node, state.UpdateBagOp(rel, "app", map[string]string{"n": fmt.Sprint(i)})).GetIndex()
+		for _, f := range c.running() {
+			if f == l {
+				continue
+			}
+			eventually(t, 5*time.Second, fmt.Sprintf("%s to apply the leader's write %d (index %d)", f.pod, i, idx), func() error {
+				if got := f.node.StateIndex(); got < idx {
+					return fmt.Errorf("applied %d", got)
+				}
+				return nil
+			})
+		}
+	}
+}

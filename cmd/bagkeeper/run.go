@@ -101,7 +101,7 @@ func newRunFlags(e *env) *runFlags {
 	fs.DurationVar(&f.heartbeat, "raft-heartbeat-timeout", 500*time.Millisecond, "how long a follower waits to hear from the leader before it stands for election")
 	fs.DurationVar(&f.election, "raft-election-timeout", 500*time.Millisecond, "how long a candidate waits for votes before it tries again")
 	fs.DurationVar(&f.leaderLease, "raft-leader-lease-timeout", 250*time.Millisecond, "how long a leader keeps leading without hearing from a quorum")
-	fs.DurationVar(&f.commit, "raft-commit-timeout", 200*time.Millisecond, "longest pause between the leader's messages to a follower while nothing is written")
+	fs.DurationVar(&f.commit, "raft-commit-timeout", time.Second, "longest pause between the leader's appends to a follower while nothing is written (heartbeats\ncome more often; a write reaches the followers at once whatever this is)")
 	fs.Uint64Var(&f.snapshotThreshold, "raft-snapshot-threshold", 2048, "log `entries` between snapshots")
 	fs.Uint64Var(&f.trailingLogs, "raft-trailing-logs", 2048, "log `entries` kept after a snapshot (a member further behind gets the snapshot)")
 	fs.DurationVar(&f.snapshotInterval, "raft-snapshot-interval", 2*time.Second, "how often to check whether a snapshot is due (raft waits between this and twice this);\nthe log, hence the raft store on disk and in memory, grows by what is written in between")
