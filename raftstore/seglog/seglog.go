@@ -33,7 +33,8 @@ const DefaultSegmentSize = 8 << 20
 const (
 	segmentSuffix = ".seg"
 	nameDigits    = 20
-	stableFile    = "stable"
+	// StableFile is the name of the stable store's file in the directory.
+	StableFile = "stable"
 )
 
 // Options configure a Store.
@@ -144,7 +145,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	s := &Store{dir: dir, opts: opts, stable: stableStore{path: filepath.Join(dir, stableFile)}}
+	s := &Store{dir: dir, opts: opts, stable: stableStore{path: filepath.Join(dir, StableFile)}}
 	if err := s.stable.load(); err != nil {
 		return nil, err
 	}
@@ -162,7 +163,7 @@ func Open(dir string, opts Options) (*Store, error) {
 // index (0, 0 when empty). A torn last append is not an error: Open cuts
 // it away.
 func Check(dir string, fn func(*raft.Log) error) (first, last uint64, err error) {
-	st := stableStore{path: filepath.Join(dir, stableFile)}
+	st := stableStore{path: filepath.Join(dir, StableFile)}
 	if err := st.load(); err != nil {
 		return 0, 0, err
 	}

@@ -375,7 +375,7 @@ func TestDamageIsAnErrorNamingTheFile(t *testing.T) {
 			return p
 		}},
 		{"the stable file damaged", func(t *testing.T, segs []string) string {
-			p := filepath.Join(filepath.Dir(segs[0]), stableFile)
+			p := filepath.Join(filepath.Dir(segs[0]), StableFile)
 			if err := os.WriteFile(p, []byte("\x00\x00\x00\x00\x01\x01\x01k"), 0o600); err != nil {
 				t.Fatal(err)
 			}
@@ -537,7 +537,7 @@ func TestStableStore(t *testing.T) {
 		t.Fatalf("LastVoteCand %q, %v", v, err)
 	}
 	s.Close()
-	p := filepath.Join(dir, stableFile)
+	p := filepath.Join(dir, StableFile)
 	b, _ := os.ReadFile(p)
 	b[len(b)-1] ^= 1
 	os.WriteFile(p, b, 0o600)
@@ -563,7 +563,7 @@ func runModel(t *testing.T, seed uint64) {
 	dir := t.TempDir()
 	opts := Options{SegmentSize: int64(64 + r.IntN(600))}
 	s := openStore(t, dir, opts)
-	var model []*raft.Log              // the entries the log holds, in order
+	var model []*raft.Log             // the entries the log holds, in order
 	written := map[uint64]*raft.Log{} // the last entry written at each index
 	termNow := uint64(1)
 	check := func(step int) {
