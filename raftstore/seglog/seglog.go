@@ -386,6 +386,11 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 	}
 	var buf []byte
 	for i, l := range logs {
+		// The length's top bit is the end-of-append mark: leave room
+		// for the header fields beside data and extensions.
+		if len(l.Data)+len(l.Extensions) > maxPayload-64 {
+			return fmt.Errorf("seglog: entry %d is too large (%d bytes)", l.Index, len(l.Data)+len(l.Extensions))
+		}
 		buf = appendRecord(buf, l, i == len(logs)-1)
 	}
 
