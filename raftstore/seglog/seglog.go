@@ -83,8 +83,11 @@ type segment struct {
 	first   uint64  // the index of its first entry: its name
 	offsets []int64 // where each entry's record starts
 	size    int64   // the end of its last record
-	path    string
-	f       file
+	// dirty is set when cutting a failed append away failed: the file may
+	// hold its bytes past size, to be cut before the next append.
+	dirty bool
+	path  string
+	f     file
 }
 
 func (s *segment) last() uint64 { return s.first + uint64(len(s.offsets)) - 1 }
@@ -413,6 +416,12 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 		}
 	}
 	at := sg.size
+	if sg.dirty {
+		if err := sg.f.Truncate(at); err != nil {
+			return fmt.Errorf("cutting a failed append from %s: %w", sg.path, err)
+		}
+		sg.dirty = false
+	}
 	if _, err := sg.f.WriteAt(buf, at); err != nil {
 		return s.undoAppend(sg, at, fmt.Errorf("appending to %s: %w", sg.path, err))
 	}
@@ -446,6 +455,7 @@ func recordLen(b []byte) int64 {
 // should the cut fail too, Open cuts it away as a torn append.
 func (s *Store) undoAppend(sg *segment, at int64, err error) error {
 	if terr := sg.f.Truncate(at); terr != nil {
+		sg.dirty = true
 		return fmt.Errorf("%w (and cutting it back to %d bytes: %v)", err, at, terr)
 	}
 	_ = sg.f.Sync()
@@ -480,16 +490,26 @@ func (s *Store) dropAll() error {
 	return s.removeFront(len(s.segs))
 }
 
-// removeFront removes the first n segments, first to last. mu and wmu held.
+// removeFront removes the first n segments, first to last, syncing the
+// directory after each: a crash leaves the later ones, without a gap
+// between them. mu and wmu held.
 func (s *Store) removeFront(n int) error {
-	for n > 0 {
-		sg := s.segs[0]
-		sg.f.Close()
-		if err := os.Remove(sg.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	for ; n > 0; n-- {
+		if err := s.remove(0); err != nil {
 			return err
 		}
-		s.segs = s.segs[1:]
-		n--
+	}
+	return nil
+}
+
+// remove removes segment i from the list and its file, and syncs the
+// directory. mu and wmu held.
+func (s *Store) remove(i int) error {
+	sg := s.segs[i]
+	sg.f.Close()
+	s.segs = slices.Delete(s.segs, i, i+1)
+	if err := os.Remove(sg.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
 	return syncDir(s.dir)
 }
@@ -549,17 +569,13 @@ func (s *Store) DeleteRange(min, max uint64) error {
 // cutTail deletes the entries from min (first < min <= last) to the end.
 // mu and wmu held.
 func (s *Store) cutTail(min uint64) error {
-	// Later segments first, last to first.
+	// Later segments first, last to first, the directory synced after
+	// each: a crash leaves the earlier ones.
 	for len(s.segs) > 0 && s.segs[len(s.segs)-1].first >= min {
-		sg := s.segs[len(s.segs)-1]
-		sg.f.Close()
-		if err := os.Remove(sg.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := s.remove(len(s.segs) - 1); err != nil {
+			s.setBoundsKeepFirst()
 			return err
 		}
-		s.segs = s.segs[:len(s.segs)-1]
-	}
-	if err := syncDir(s.dir); err != nil {
-		return err
 	}
 	sg := s.segs[len(s.segs)-1]
 	k := int(min - sg.first)

@@ -400,7 +400,8 @@ func TestDamageIsAnErrorNamingTheFile(t *testing.T) {
 // syncs while its store's fault is set.
 type faultyFile struct {
 	file
-	fault *atomic.Pointer[error]
+	fault        *atomic.Pointer[error]
+	failTruncate *atomic.Bool
 }
 
 func (f faultyFile) err() error {
@@ -416,6 +417,13 @@ func (f faultyFile) WriteAt(b []byte, off int64) (int, error) {
 		return n, err
 	}
 	return f.file.WriteAt(b, off)
+}
+
+func (f faultyFile) Truncate(size int64) error {
+	if f.failTruncate != nil && f.failTruncate.Load() {
+		return syscall.EIO
+	}
+	return f.file.Truncate(size)
 }
 
 func (f faultyFile) Sync() error {
@@ -435,7 +443,7 @@ func TestAFailedAppendLeavesNothingAndTheNextOneWorks(t *testing.T) {
 				if err != nil {
 					return nil, err
 				}
-				return faultyFile{f, &cur}, nil
+				return faultyFile{f, &cur, nil}, nil
 			}}
 			s := openStore(t, dir, opts)
 			next := uint64(1)
@@ -650,4 +658,45 @@ func runModel(t *testing.T, seed uint64) {
 	}
 	doReopen()
 	check(-1)
+}
+
+// TestAFailedAppendThatCannotBeCutIsCutBeforeTheNext: when cutting a failed
+// append's bytes away fails too, they are cut before the next append, and
+// do not come back as entries (or as damage) at the next open.
+func TestAFailedAppendThatCannotBeCutIsCutBeforeTheNext(t *testing.T) {
+	dir := t.TempDir()
+	var cur atomic.Pointer[error]
+	var noTruncate atomic.Bool
+	s := openStore(t, dir, Options{openFile: func(path string, flag int) (file, error) {
+		f, err := openOSFile(path, flag)
+		if err != nil {
+			return nil, err
+		}
+		return faultyFile{f, &cur, &noTruncate}, nil
+	}})
+	store(t, s, 1, 3, 1)
+	fault := error(syscall.EIO)
+	cur.Store(&fault)
+	noTruncate.Store(true)
+	var big []*raft.Log
+	for i := uint64(4); i < 40; i++ {
+		big = append(big, entry(i, 1))
+	}
+	if err := s.StoreLogs(big); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("append during the fault: %v", err)
+	}
+	cur.Store(nil)
+	noTruncate.Store(false)
+	store(t, s, 4, 4, 2)
+	s.Close()
+	if _, last, err := Check(dir, nil); err != nil || last != 4 {
+		t.Fatalf("check: last %d, %v", last, err)
+	}
+	s = openStore(t, dir, Options{})
+	wantLog(t, s, 1, 4, func(i uint64) uint64 {
+		if i == 4 {
+			return 2
+		}
+		return 1
+	})
 }
