@@ -149,11 +149,12 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{dir: dir, opts: opts, stable: stableStore{path: filepath.Join(dir, StableFile)}}
-	if err := s.stable.load(); err != nil {
+	if err := s.stable.load(true); err != nil {
 		return nil, err
 	}
 	segs, err := load(dir, opts.openFile, true, nil)
 	if err != nil {
+		s.stable.close()
 		return nil, err
 	}
 	s.segs = segs
@@ -167,7 +168,7 @@ func Open(dir string, opts Options) (*Store, error) {
 // it away.
 func Check(dir string, fn func(*raft.Log) error) (first, last uint64, err error) {
 	st := stableStore{path: filepath.Join(dir, StableFile)}
-	if err := st.load(); err != nil {
+	if err := st.load(false); err != nil {
 		return 0, 0, err
 	}
 	segs, err := load(dir, openOSFile, false, fn)
@@ -606,6 +607,9 @@ func (s *Store) setBoundsKeepFirst() {
 
 // Close implements io.Closer.
 func (s *Store) Close() error {
+	s.stable.mu.Lock()
+	serr := s.stable.close()
+	s.stable.mu.Unlock()
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	s.mu.Lock()
@@ -614,7 +618,7 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	var errs []error
+	errs := []error{serr}
 	for _, sg := range s.segs {
 		errs = append(errs, sg.f.Close())
 	}

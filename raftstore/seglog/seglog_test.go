@@ -537,6 +537,14 @@ func TestStableStore(t *testing.T) {
 	if err := s.Set([]byte("LastVoteCand"), []byte("app-1")); err != nil {
 		t.Fatal(err)
 	}
+	// Changes after the first are written in place, in the file's two
+	// slots: no new file, no growth (a full disk does not stop them).
+	if fi, err := os.Stat(filepath.Join(dir, StableFile)); err != nil || fi.Size() != 2*stableSlotSize {
+		t.Fatalf("stable file: %v, %v", fi, err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "*.tmp")); len(m) != 0 {
+		t.Fatalf("files left: %v", m)
+	}
 	s = reopen(t, s)
 	if v, err := s.GetUint64([]byte("CurrentTerm")); err != nil || v != 3 {
 		t.Fatalf("CurrentTerm %d, %v", v, err)
@@ -546,11 +554,15 @@ func TestStableStore(t *testing.T) {
 	}
 	s.Close()
 	p := filepath.Join(dir, StableFile)
-	b, _ := os.ReadFile(p)
-	b[len(b)-1] ^= 1
-	os.WriteFile(p, b, 0o600)
-	_, err := Open(dir, Options{})
-	wantDamage(t, err, p)
+	good, _ := os.ReadFile(p)
+	// Damage in either slot, the older one included, is damage.
+	for _, at := range []int{20, stableSlotSize + 20, len(good) - 1} {
+		b := append([]byte{}, good...)
+		b[at] ^= 1
+		os.WriteFile(p, b, 0o600)
+		_, err := Open(dir, Options{})
+		wantDamage(t, err, p)
+	}
 }
 
 // TestAgainstAModel runs random sequences of appends, deletions from the
