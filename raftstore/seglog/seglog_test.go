@@ -620,13 +620,7 @@ func runModel(t *testing.T, seed uint64) {
 		}
 	}
 	for step := range 150 {
-		op := r.IntN(10)
-		if testing.Verbose() {
-			f, _ := s.FirstIndex()
-			l, _ := s.LastIndex()
-			t.Logf("step %d: op %d, store %d-%d, model %d entries", step, op, f, l, len(model))
-		}
-		switch {
+		switch op := r.IntN(10); {
 		case op < 5 || len(model) == 0: // append
 			next := uint64(1 + r.IntN(1000))
 			if len(model) > 0 {
