@@ -97,8 +97,9 @@ type Config struct {
 
 	// wrapLogStore, if set, wraps the raft log store (tests inject faults).
 	wrapLogStore func(raft.LogStore) raft.LogStore
-	// walSegmentSize, if set, is raft-wal's segment size (tests make
-	// small ones, to have sealed segments after a few entries).
+	// walSegmentSize, if set, is raft-wal's or seglog's segment size
+	// (tests make small ones, to have several segments after a few
+	// entries).
 	walSegmentSize int
 }
 
@@ -345,7 +346,7 @@ func Open(cfg Config) (*Node, error) {
 	if cfg.wrapLogStore != nil {
 		logStore = cfg.wrapLogStore(logStore)
 	}
-	logs, err := raft.NewLogCache(512, &checkedLogStore{LogStore: logStore, monotonic: kind == LogStoreWAL, onDamage: n.markDamaged, onWrite: n.logWrite})
+	logs, err := raft.NewLogCache(512, &checkedLogStore{LogStore: logStore, monotonic: kind == LogStoreWAL || kind == LogStoreSegments, onDamage: n.markDamaged, onWrite: n.logWrite})
 	if err != nil {
 		return nil, err
 	}

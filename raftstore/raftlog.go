@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -15,6 +16,8 @@ import (
 	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/hashicorp/raft-wal/types"
 	"go.etcd.io/bbolt"
+
+	"github.com/bagkeeper/bagkeeper/raftstore/seglog"
 )
 
 // LogStore names the store a member keeps its raft log in.
@@ -27,6 +30,10 @@ const (
 	// LogStoreBoltDB is raft-boltdb: the B+tree file raft.db, with a bbolt
 	// transaction (two fsyncs) per append.
 	LogStoreBoltDB LogStore = "boltdb"
+	// LogStoreSegments is seglog: segment files in the raft directory's
+	// segments/, one write and one fdatasync per append, nothing
+	// preallocated.
+	LogStoreSegments LogStore = "segments"
 )
 
 // DefaultLogStore is the store a new data dir gets when nothing says
@@ -45,26 +52,28 @@ const DefaultLogStore = LogStoreBoltDB
 // ParseLogStore parses a --log-store value.
 func ParseLogStore(s string) (LogStore, error) {
 	switch LogStore(s) {
-	case LogStoreWAL, LogStoreBoltDB:
+	case LogStoreWAL, LogStoreBoltDB, LogStoreSegments:
 		return LogStore(s), nil
 	}
-	return "", fmt.Errorf("log store %q: want %q or %q", s, LogStoreWAL, LogStoreBoltDB)
+	return "", fmt.Errorf("log store %q: want %q, %q or %q", s, LogStoreBoltDB, LogStoreWAL, LogStoreSegments)
 }
 
 // The names of the stores in a raft directory.
 const (
 	walDir      = "wal"
 	walMetaFile = "wal-meta.db" // raft-wal's metadb.FileName
+	segmentsDir = "segments"
 )
 
 // chooseLogStore says which store the raft directory dir uses: the one it
 // was created with, whatever is asked for now (a member never converts its
-// log), or, in a directory with neither, the one asked for. why says how
+// log), or, in a directory with none, the one asked for. why says how
 // it was chosen, for the log.
 //
 // A raft.db that is there counts even if raft never wrote to it: a member
 // that ignored it would leave it there, and the next start would find it
-// and choose boltdb again, on a directory whose state is in wal/.
+// and choose boltdb again, on a directory whose state is in wal/. So does
+// an empty segments/ directory: seglog makes it when it first opens.
 func chooseLogStore(dir string, want LogStore) (kind LogStore, why string, err error) {
 	if want == "" {
 		want = DefaultLogStore
@@ -77,19 +86,30 @@ func chooseLogStore(dir string, want LogStore) (kind LogStore, why string, err e
 	if err != nil {
 		return "", "", err
 	}
+	// seglog makes its directory when it opens, before anything else.
+	hasSegments, err := exists(filepath.Join(dir, segmentsDir))
+	if err != nil {
+		return "", "", err
+	}
+	var found []string
+	var has LogStore
+	if hasBolt {
+		found, has = append(found, raftDBFile), LogStoreBoltDB
+	}
+	if hasWAL {
+		found, has = append(found, filepath.Join(walDir, walMetaFile)), LogStoreWAL
+	}
+	if hasSegments {
+		found, has = append(found, segmentsDir+"/"), LogStoreSegments
+	}
 	switch {
-	case hasBolt && hasWAL:
-		return "", "", damaged(dir, fmt.Errorf("both %s and %s are there; which holds this member's log is not known", raftDBFile, filepath.Join(walDir, walMetaFile)))
-	case hasBolt:
-		if want == LogStoreBoltDB {
-			return LogStoreBoltDB, "the data dir was created with it", nil
+	case len(found) > 1:
+		return "", "", damaged(dir, fmt.Errorf("%s are there; which holds this member's log is not known", strings.Join(found, " and ")))
+	case len(found) == 1:
+		if want == has {
+			return has, "the data dir was created with it", nil
 		}
-		return LogStoreBoltDB, fmt.Sprintf("the data dir was created with it (%s asked for; a data dir keeps its log store)", want), nil
-	case hasWAL:
-		if want == LogStoreWAL {
-			return LogStoreWAL, "the data dir was created with it", nil
-		}
-		return LogStoreWAL, fmt.Sprintf("the data dir was created with it (%s asked for; a data dir keeps its log store)", want), nil
+		return has, fmt.Sprintf("the data dir was created with it (%s asked for; a data dir keeps its log store)", want), nil
 	}
 	return want, "new data dir: the one asked for", nil
 }
@@ -119,7 +139,8 @@ func (s *raftStores) Close() error {
 }
 
 // openStores opens the store of kind in the raft directory dir, creating it
-// if it is not there. segmentSize, if not 0, is raft-wal's segment size.
+// if it is not there. segmentSize, if not 0, is raft-wal's or seglog's
+// segment size.
 //
 // With raft-wal, the WAL is the stable store too: it keeps raft's term and
 // vote in its meta file (a bbolt file it fsyncs on every change, as
@@ -168,6 +189,20 @@ func openStores(dir string, kind LogStore, segmentSize int, logger hclog.Logger)
 			return errors.Join(w.Close(), meta.Close())
 		}
 		return &raftStores{kind: kind, path: path, logs: w, stable: w, close: closeBoth}, nil
+	case LogStoreSegments:
+		// As with raft-wal, the one store keeps the log and the term and
+		// vote (in segments/stable). The store check has read every file
+		// Open reads; what Open finds damaged is damage all the same.
+		path := filepath.Join(dir, segmentsDir)
+		st, err := seglog.Open(path, seglog.Options{SegmentSize: int64(segmentSize)})
+		if err != nil {
+			if de := (*seglog.DamageError)(nil); errors.As(err, &de) {
+				return nil, segmentsDamage(path, err)
+			}
+			// A full disk (cutting a torn append), a permission: not damage.
+			return nil, fmt.Errorf("raft store %s cannot be opened: %w", path, err)
+		}
+		return &raftStores{kind: kind, path: path, logs: st, stable: st, close: st.Close}, nil
 	}
 	return nil, fmt.Errorf("unknown log store %q", kind)
 }

@@ -50,6 +50,13 @@ func TestADataDirKeepsTheLogStoreItWasCreatedWith(t *testing.T) {
 		{name: "wal, wal asked", files: []string{walMeta}, asked: LogStoreWAL, want: LogStoreWAL},
 		{name: "an empty wal directory", files: []string{walDir + "/x"}, asked: LogStoreBoltDB, want: LogStoreBoltDB},
 		{name: "both", files: []string{raftDBFile, walMeta}, asked: LogStoreWAL, err: "which holds this member's log is not known"},
+		{name: "new dir, segments asked", asked: LogStoreSegments, want: LogStoreSegments},
+		{name: "raft.db, segments asked", files: []string{raftDBFile}, asked: LogStoreSegments, want: LogStoreBoltDB},
+		{name: "segments, boltdb asked", files: []string{segmentsDir + "/stable"}, asked: LogStoreBoltDB, want: LogStoreSegments},
+		{name: "segments, wal asked", files: []string{segmentsDir + "/00000000000000000001.seg"}, asked: LogStoreWAL, want: LogStoreSegments},
+		{name: "segments, segments asked", files: []string{segmentsDir + "/stable"}, asked: LogStoreSegments, want: LogStoreSegments},
+		{name: "raft.db and segments", files: []string{raftDBFile, segmentsDir + "/stable"}, asked: LogStoreSegments, err: "which holds this member's log is not known"},
+		{name: "wal and segments", files: []string{walMeta, segmentsDir + "/stable"}, asked: LogStoreBoltDB, err: "which holds this member's log is not known"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -247,4 +254,112 @@ func TestAWALWhoseTailWasCutIsRefused(t *testing.T) {
 	segs := walSegments(t, filepath.Join(raftPath, walDir))
 	_, err = storeCheck{dir: raftPath, kind: LogStoreWAL}.run()
 	wantDamaged(t, err, filepath.Join(raftPath, walDir, segs[0]), "sealed segment without an index")
+}
+
+// TestATornLastSegmentAppendIsDroppedAndTheMemberCatchesUp tears the last
+// append of a stopped follower's seglog (its last record cut short, then
+// garbage where it was): the follower opens, having lost that record and
+// nothing before it, and gets it back from the leader.
+func TestATornLastSegmentAppendIsDroppedAndTheMemberCatchesUp(t *testing.T) {
+	c := newTestCluster(t, "app")
+	for _, p := range []string{"app-0", "app-1", "app-2"} {
+		c.start(p, withExpect(3), withLogStore(LogStoreSegments))
+	}
+	l := c.leader(10 * time.Second)
+	rel := mustApply(t, l.node, state.EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
+	for i := range 20 {
+		mustApply(t, l.node, state.UpdateBagOp(rel, "app", map[string]string{"n": fmt.Sprint(i)}))
+	}
+	f := c.follower(l)
+	eventually(t, 10*time.Second, f.pod+" to have every entry", func() error {
+		if f.node.raft.LastIndex() != l.node.raft.LastIndex() {
+			return fmt.Errorf("last index %d, the leader's %d", f.node.raft.LastIndex(), l.node.raft.LastIndex())
+		}
+		return nil
+	})
+	c.stop(f.pod)
+	raftPath := filepath.Join(f.dir, raftDir)
+	before, err := storeCheck{dir: raftPath, kind: LogStoreSegments}.run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(raftPath, segmentsDir)
+	segs := segFiles(t, dir)
+	tail := filepath.Join(dir, segs[len(segs)-1])
+	fi, err := os.Stat(tail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(tail, fi.Size()-3); err != nil {
+		t.Fatal(err)
+	}
+	f2, err := os.OpenFile(tail, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f2.Write([]byte("torn\xff\xfe\xfd")); err != nil {
+		t.Fatal(err)
+	}
+	f2.Close()
+	after, err := storeCheck{dir: raftPath, kind: LogStoreSegments}.run()
+	if err != nil {
+		t.Fatalf("a torn last append: %v", err)
+	}
+	if after.lastIndex != before.lastIndex-1 || after.firstIndex != before.firstIndex {
+		t.Fatalf("entries %d–%d after tearing the last record, %d–%d before", after.firstIndex, after.lastIndex, before.firstIndex, before.lastIndex)
+	}
+
+	f = c.start(f.pod, withExpect(3), withLogStore(LogStoreSegments))
+	mustApply(t, c.leader(10*time.Second).node, state.UpdateBagOp(rel, "app", map[string]string{"n": "after"}))
+	eventually(t, 10*time.Second, f.pod+" to catch up", func() error {
+		if b, _ := f.node.State().Bag(rel, "app"); b == nil || b.Data.Value("n") != "after" {
+			return errors.New("not yet")
+		}
+		st := f.node.Status()
+		if st.LogStore != LogStoreSegments || st.Damage != nil || st.WriteFailure != nil {
+			return fmt.Errorf("status %+v", st)
+		}
+		return nil
+	})
+}
+
+// TestASegmentsStoreWhoseTailWasCutReopens: the case raft-wal v0.4.0
+// cannot reopen (TestAWALWhoseTailWasCutIsRefused) works with seglog, and
+// the store check accepts it.
+func TestASegmentsStoreWhoseTailWasCutReopens(t *testing.T) {
+	raftPath := t.TempDir()
+	st, err := openStores(raftPath, LogStoreSegments, 256, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(1); i <= 30; i++ {
+		if err := st.logs.StoreLog(&raft.Log{Index: i, Term: 1, Type: raft.LogNoop}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.logs.DeleteRange(8, 30); err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(8); i <= 12; i++ {
+		if err := st.logs.StoreLog(&raft.Log{Index: i, Term: 2, Type: raft.LogNoop}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := storeCheck{dir: raftPath, kind: LogStoreSegments}.run()
+	if err != nil || res.firstIndex != 1 || res.lastIndex != 12 {
+		t.Fatalf("store check: entries %d to %d, %v", res.firstIndex, res.lastIndex, err)
+	}
+	if st, err = openStores(raftPath, LogStoreSegments, 256, hclog.NewNullLogger()); err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for i := uint64(1); i <= 12; i++ {
+		var l raft.Log
+		if err := st.logs.GetLog(i, &l); err != nil || l.Index != i || (l.Term == 2) != (i >= 8) {
+			t.Fatalf("entry %d: %+v, %v", i, l, err)
+		}
+	}
 }

@@ -41,7 +41,7 @@ func wantRefused(t *testing.T, err error, says string) {
 // the group's generation grows, and the lost member whose disk comes back
 // is refused, and knows it.
 func TestRecoveryCannotSplitTheGroup(t *testing.T) {
-	for _, kind := range []LogStore{LogStoreBoltDB, LogStoreWAL} {
+	for _, kind := range []LogStore{LogStoreBoltDB, LogStoreWAL, LogStoreSegments} {
 		t.Run(string(kind), func(t *testing.T) { testRecoveryCannotSplitTheGroup(t, kind) })
 	}
 }

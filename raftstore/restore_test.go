@@ -20,7 +20,7 @@ import (
 // past the snapshot's; an empty member joins it and gets every bag; a
 // member of the old group is refused when it asks to join.
 func TestRestoreStartsANewGroupFromASnapshot(t *testing.T) {
-	for _, kind := range []LogStore{LogStoreBoltDB, LogStoreWAL} {
+	for _, kind := range []LogStore{LogStoreBoltDB, LogStoreWAL, LogStoreSegments} {
 		t.Run(string(kind), func(t *testing.T) { testRestoreStartsANewGroupFromASnapshot(t, kind) })
 	}
 }

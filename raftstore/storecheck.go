@@ -19,13 +19,15 @@ import (
 	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
 	"go.etcd.io/bbolt"
+
+	"github.com/bagkeeper/bagkeeper/raftstore/seglog"
 )
 
 // DamagedStoreError is a raft store that cannot be used: a damaged raft.db,
-// raft-wal file or snapshot. The member cannot start on it; with its data dir moved away
+// raft-wal or seglog file, or snapshot. The member cannot start on it; with its data dir moved away
 // it rejoins as a new incarnation and gets its data from its peers.
 type DamagedStoreError struct {
-	// Path is the file (raft.db, a file in wal/, a snapshot's meta.json or
+	// Path is the file (raft.db, a file in wal/ or segments/, a snapshot's meta.json or
 	// state.bin) that is damaged.
 	Path  string
 	Cause error
@@ -81,6 +83,10 @@ var (
 //     each of them at start and panics on a missing one. (Entries before
 //     the snapshot may have gaps: raft-boltdb is not a monotonic log store,
 //     and a member that installed a snapshot keeps its older entries.)
+//
+// With seglog (kind segments), steps 1 and 2 are checkSegments: every
+// record of every segment file, as seglog.Open reads them, and its stable
+// file.
 //
 // With raft-wal (kind wal), steps 1 and 2 are checkWAL: its meta file as
 // raft.db is checked, then every segment file, read to its end (a segment
@@ -158,6 +164,26 @@ func (c storeCheck) run() (storeCheckResult, error) {
 				return res, err
 			}
 		}
+	case LogStoreSegments:
+		dir := filepath.Join(c.dir, segmentsDir)
+		storePath = filepath.Join(dir, seglog.StableFile)
+		switch fi, err := os.Stat(dir); {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return res, damaged(dir, err)
+		case !fi.IsDir():
+			return res, damaged(dir, errors.New("not a directory"))
+		default:
+			// The term and vote are in the stable file, which raft writes
+			// before it stores any entry: what counts, as raft.db does,
+			// is whether it is there.
+			if _, err := os.Stat(storePath); err == nil {
+				res.hasDB = true
+			}
+			if err := c.checkSegments(dir, &res); err != nil {
+				return res, err
+			}
+		}
 	default:
 		storePath = filepath.Join(c.dir, raftDBFile)
 		switch fi, err := os.Stat(storePath); {
@@ -193,6 +219,52 @@ func (c storeCheck) run() (storeCheckResult, error) {
 			"snapshots", res.snapshots, "snapshot_index", res.snapshotIndex, "snapshot_bytes", res.snapshotBytes, "took", time.Since(start).Round(time.Microsecond))
 	}
 	return res, nil
+}
+
+// checkSegments checks seglog's files in dir (the segments directory):
+// every record of every segment, read as seglog.Open reads it (its
+// checksum, its index, the segments following each other), each entry
+// decoded and checked as checkEntries checks raft-boltdb's; and the
+// stable file. A torn last append is not damage: Open cuts it away.
+func (c storeCheck) checkSegments(dir string, res *storeCheckResult) error {
+	var prev uint64
+	_, _, err := seglog.Check(dir, func(l *raft.Log) error {
+		if err := checkEntryType(l); err != nil {
+			return err
+		}
+		if c.verifyEntry != nil {
+			if err := c.verifyEntry(l); err != nil {
+				return err
+			}
+		}
+		if res.entries == 0 {
+			res.firstIndex = l.Index
+		}
+		if res.entries == 0 || l.Index != prev+1 {
+			res.tailStart = l.Index
+		}
+		res.entries++
+		res.lastIndex = l.Index
+		prev = l.Index
+		return nil
+	})
+	if err != nil {
+		return segmentsDamage(dir, err)
+	}
+	return nil
+}
+
+// segmentsDamage is a seglog error as a *DamagedStoreError, naming the
+// damaged file (or dir, for an error that does not name one).
+func segmentsDamage(dir string, err error) error {
+	var de *seglog.DamageError
+	if !errors.As(err, &de) {
+		return damaged(dir, err)
+	}
+	if de.Offset >= 0 {
+		return damaged(de.Path, fmt.Errorf("at offset %d: %w", de.Offset, de.Cause))
+	}
+	return damaged(de.Path, de.Cause)
 }
 
 // checkDB checks raft.db: steps 1 and 2 above.

@@ -691,7 +691,7 @@ func openAndCompare(t *testing.T, s *testStore) string {
 // entries), and opens it again: an error naming the file, never a panic.
 // The same data dir undamaged opens, with its data.
 func TestOpenRefusesDamagedStoreWithoutPanicking(t *testing.T) {
-	for _, kind := range []LogStore{LogStoreBoltDB, LogStoreWAL} {
+	for _, kind := range []LogStore{LogStoreBoltDB, LogStoreWAL, LogStoreSegments} {
 		t.Run(string(kind), func(t *testing.T) { testOpenRefusesDamagedStore(t, kind) })
 	}
 }
@@ -718,11 +718,14 @@ func testOpenRefusesDamagedStore(t *testing.T, kind LogStore) {
 	for i := range 10 {
 		mustApply(t, l.node, state.UpdateBagOp(rel, "app", map[string]string{"after": fmt.Sprint(i)}))
 	}
-	if kind == LogStoreWAL {
+	if kind == LogStoreWAL || kind == LogStoreSegments {
 		// Sealed segments, and a last one of many appends.
-		dir := filepath.Join(n.dir, raftDir, walDir)
+		dir, segments := filepath.Join(n.dir, raftDir, walDir), walSegments
+		if kind == LogStoreSegments {
+			dir, segments = filepath.Join(n.dir, raftDir, segmentsDir), segFiles
+		}
 		for i := 0; ; i++ {
-			if segs := walSegments(t, dir); len(segs) >= 3 && walUsed(t, filepath.Join(dir, segs[len(segs)-1])) >= testSegmentSize/2 {
+			if segs := segments(t, dir); len(segs) >= 3 && walUsed(t, filepath.Join(dir, segs[len(segs)-1])) >= testSegmentSize/2 {
 				break
 			}
 			if i == 1000 {
@@ -823,6 +826,49 @@ func testOpenRefusesDamagedStore(t *testing.T, kind LogStore) {
 				}
 			}},
 		}
+	case LogStoreSegments:
+		segs := segFiles(t, filepath.Join(n.dir, raftDir, segmentsDir))
+		if len(segs) < 3 {
+			t.Fatalf("want several segments, got %v", segs)
+		}
+		middle, tail := filepath.Join(raftDir, segmentsDir, segs[len(segs)/2]), filepath.Join(raftDir, segmentsDir, segs[len(segs)-1])
+		random := func(t *testing.T, p string) {
+			b := make([]byte, 64)
+			_, _ = rand.NewChaCha8([32]byte{1}).Read(b)
+			overwriteAt(t, p, walUsed(t, p)/3, b)
+		}
+		zero := func(t *testing.T, p string) { overwriteAt(t, p, walUsed(t, p)/3, make([]byte, 64)) }
+		cases = []damageCase{
+			{"segments middle segment zeroed in the middle", middle, zero},
+			{"segments middle segment overwritten in the middle", middle, random},
+			{"segments middle segment cut short", middle, func(t *testing.T, p string) {
+				if err := os.Truncate(p, walUsed(t, p)-1); err != nil {
+					t.Fatal(err)
+				}
+			}},
+			{"segments middle segment missing", filepath.Join(raftDir, segmentsDir, segs[len(segs)/2+1]), func(t *testing.T, p string) {
+				if err := os.Remove(filepath.Join(filepath.Dir(p), segs[len(segs)/2])); err != nil {
+					t.Fatal(err)
+				}
+			}},
+			{"segments last segment zeroed in the middle", tail, zero},
+			{"segments last segment overwritten in the middle", tail, random},
+			{"segments stable file damaged", filepath.Join(raftDir, segmentsDir, "stable"), func(t *testing.T, p string) {
+				b, err := os.ReadFile(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b[len(b)-1] ^= 0x20
+				if err := os.WriteFile(p, b, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}},
+			{"segments stable file missing", filepath.Join(raftDir, segmentsDir, "stable"), func(t *testing.T, p string) {
+				if err := os.Remove(p); err != nil {
+					t.Fatal(err)
+				}
+			}},
+		}
 	}
 	for _, tc := range append(cases, []damageCase{
 		{"snapshot state corrupted", filepath.Join(snap, snapshotStateFile), func(t *testing.T, p string) {
@@ -880,6 +926,21 @@ func testOpenRefusesDamagedStore(t *testing.T, kind LogStore) {
 func walSegments(t *testing.T, dir string) []string {
 	t.Helper()
 	m, err := filepath.Glob(filepath.Join(dir, "*.wal"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, p := range m {
+		out = append(out, filepath.Base(p))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// segFiles lists seglog's segment files in dir, oldest first.
+func segFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, "*.seg"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ func (d fullDisk) StoreLogs(logs []*raft.Log) error {
 // (its own stops where it could store), and that both recover on their own
 // once appends work again. It runs with either log store.
 func TestMemberThatCannotWriteIsNotReadyAndRecovers(t *testing.T) {
-	for _, kind := range []LogStore{LogStoreBoltDB, LogStoreWAL} {
+	for _, kind := range []LogStore{LogStoreBoltDB, LogStoreWAL, LogStoreSegments} {
 		t.Run(string(kind), func(t *testing.T) { testMemberThatCannotWrite(t, kind) })
 	}
 }

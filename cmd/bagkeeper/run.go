@@ -105,7 +105,7 @@ func newRunFlags(e *env) *runFlags {
 	fs.Uint64Var(&f.snapshotThreshold, "raft-snapshot-threshold", 2048, "log `entries` between snapshots")
 	fs.Uint64Var(&f.trailingLogs, "raft-trailing-logs", 2048, "log `entries` kept after a snapshot (a member further behind gets the snapshot)")
 	fs.DurationVar(&f.snapshotInterval, "raft-snapshot-interval", 2*time.Second, "how often to check whether a snapshot is due (raft waits between this and twice this);\nthe log, hence the raft store on disk and in memory, grows by what is written in between")
-	fs.StringVar(&f.logStore, "log-store", string(raftstore.DefaultLogStore), "where a new data dir keeps the raft log (`store`): boltdb (raft-boltdb, <data-dir>/raft/raft.db) or wal\n(raft-wal segment files in <data-dir>/raft/wal, 64 MiB each, preallocated); a data dir keeps the store it was created with")
+	fs.StringVar(&f.logStore, "log-store", string(raftstore.DefaultLogStore), "where a new data dir keeps the raft log (`store`): boltdb (raft-boltdb, <data-dir>/raft/raft.db), wal\n(raft-wal segment files in <data-dir>/raft/wal, 64 MiB each, preallocated) or segments (segment files in\n<data-dir>/raft/segments, up to 8 MiB each, one fdatasync per append); a data dir keeps the store it was created with")
 	fs.DurationVar(&f.autopilotInterval, "autopilot-interval", time.Second, "how often the leader checks members' health")
 	fs.DurationVar(&f.promoteAfter, "promote-after", 5*time.Second, "a caught-up non-voter must be healthy this long before promotion")
 	fs.DurationVar(&f.stateCheck, "state-check-interval", 10*time.Minute, "how often every member hashes its state at the same raft index, so that a member\nwhose state diverged is found (it then serves nothing); 0 = never")

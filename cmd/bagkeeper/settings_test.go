@@ -81,7 +81,7 @@ func TestBadSettingsAreUsageErrorsNamingTheSource(t *testing.T) {
 		{name: "half TLS", args: []string{"--app", "x", "--bind", "127.0.0.1:1", "--tls-cert", "c"}, want: "needs all of --tls-cert"},
 		{name: "unspecified bind without advertise", args: []string{"--app", "x"}, want: "--advertise is required"},
 		{name: "bad log level", args: []string{"--app", "x", "--log-level", "loud"}, want: "--log-level"},
-		{name: "bad log store", args: []string{"--app", "x", "--bind", "127.0.0.1:1", "--log-store", "sqlite"}, want: `--log-store: log store "sqlite": want "wal" or "boltdb"`},
+		{name: "bad log store", args: []string{"--app", "x", "--bind", "127.0.0.1:1", "--log-store", "sqlite"}, want: `--log-store: log store "sqlite": want "boltdb", "wal" or "segments"`},
 		{name: "bad log store in the environment", env: map[string]string{"BAGKEEPER_LOG_STORE": "bolt"}, args: []string{"--app", "x", "--bind", "127.0.0.1:1"}, want: `--log-store: log store "bolt"`},
 		{name: "secrets key without a charm", args: []string{"--app", "x", "--bind", "127.0.0.1:1", "--secrets-key-file", "k"}, want: "--secrets-key-file needs --charm-dir"},
 	}

@@ -367,7 +367,7 @@ type InfoResponse struct {
 	Generation uint64 `protobuf:"varint,21,opt,name=generation,proto3" json:"generation,omitempty"`
 	// The term of this member's last log entry.
 	LastLogTerm uint64 `protobuf:"varint,22,opt,name=last_log_term,json=lastLogTerm,proto3" json:"last_log_term,omitempty"`
-	// The store this member keeps its raft log in: "wal" or "boltdb".
+	// The store this member keeps its raft log in: "boltdb", "wal" or "segments".
 	LogStore      string `protobuf:"bytes,23,opt,name=log_store,json=logStore,proto3" json:"log_store,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

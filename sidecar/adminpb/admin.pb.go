@@ -99,9 +99,9 @@ type Member struct {
 	// The cluster id and generation of the member's state, as it says.
 	ClusterId  string `protobuf:"bytes,12,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	Generation uint64 `protobuf:"varint,13,opt,name=generation,proto3" json:"generation,omitempty"`
-	// The store the member keeps its raft log in ("wal" or "boltdb"), as
-	// it says (empty when it did not answer, or runs a version that does
-	// not say).
+	// The store the member keeps its raft log in ("boltdb", "wal" or
+	// "segments"), as it says (empty when it did not answer, or runs a
+	// version that does not say).
 	LogStore      string `protobuf:"bytes,14,opt,name=log_store,json=logStore,proto3" json:"log_store,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -30,7 +30,7 @@ import (
 // Flags of the bagkeeper target.
 var (
 	bagkeeperBin      = flag.String("bagkeeper", "", "bagkeeper binary for the bagkeeper target (default: build ./cmd/bagkeeper of the module the harness runs in)")
-	bagkeeperLogStore = flag.String("bagkeeper-log-store", "", "--log-store of the bagkeeper target's sidecars: wal or boltdb (default: the binary's default, read from its --help, passed explicitly)")
+	bagkeeperLogStore = flag.String("bagkeeper-log-store", "", "--log-store of the bagkeeper target's sidecars: boltdb, wal or segments (default: the binary's default, read from its --help, passed explicitly)")
 	bagkeeperArgs     = flag.String("bagkeeper-args", "", "more flags for every sidecar of the bagkeeper target, space-separated, e.g. \"--pprof --raft-commit-timeout=50ms\" (named in the table's note)")
 	bagkeeperVia      = flag.String("bagkeeper-via", "leader", "where the bagkeeper target's writers send SetBag: leader (found with Status, like the etcd client) or follower (which forwards to the leader)")
 )
@@ -191,6 +191,8 @@ func (b *bagkeeperTarget) logStoreNote() string {
 		return "raft log in raft-boltdb (--log-store boltdb: a bbolt transaction, two fsyncs, per append)"
 	case "wal":
 		return "raft log in raft-wal (--log-store wal: segment files, one fsync per append)"
+	case "segments":
+		return "raft log in seglog (--log-store segments: segment files, one fdatasync per append)"
 	}
 	return "raft log in --log-store " + b.logStore
 }

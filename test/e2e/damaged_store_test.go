@@ -22,9 +22,9 @@ import (
 // and the documented message naming the damaged file, without a panic,
 // while the other two members go on serving. Its store put back
 // undamaged, the pod comes back as the same member with every bag. It runs
-// with either log store.
+// with each log store.
 func TestDamagedRaftStoreStopsThePodWithAnError(t *testing.T) {
-	for _, store := range []string{"boltdb", "wal"} {
+	for _, store := range []string{"boltdb", "wal", "segments"} {
 		t.Run(store, func(t *testing.T) { testDamagedRaftStore(t, store) })
 	}
 }
@@ -66,6 +66,8 @@ func testDamagedRaftStore(t *testing.T, store string) {
 		cases = boltDamage(filepath.Join(raftDir, "raft.db"))
 	case "wal":
 		cases = walDamage(t, filepath.Join(raftDir, "wal"))
+	case "segments":
+		cases = segmentsDamage(t, filepath.Join(raftDir, "segments"))
 	}
 	for _, tc := range append(cases, []storeDamage{
 		{"snapshot state corrupted", filepath.Join(snap, "state.bin"), func(t *testing.T, p string) {
@@ -188,6 +190,36 @@ func walDamage(t *testing.T, dir string) []storeDamage {
 			if err := os.Remove(p); err != nil {
 				t.Fatal(err)
 			}
+		}},
+	}
+}
+
+// segmentsDamage damages seglog's files in dir: its stable file, and its
+// last segment in the middle, with intact appends after the damage, which
+// a torn last append cannot have.
+func segmentsDamage(t *testing.T, dir string) []storeDamage {
+	segs, err := filepath.Glob(filepath.Join(dir, "*.seg"))
+	if err != nil || len(segs) == 0 {
+		t.Fatalf("no segment in %s (%v)", dir, err)
+	}
+	sort.Strings(segs)
+	seg := segs[len(segs)-1]
+	middle := func(t *testing.T, p string) int64 {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size() / 2
+	}
+	return []storeDamage{
+		{"segments stable zeroed", filepath.Join(dir, "stable"), zeroFile},
+		{"segments segment zeroed in the middle", seg, func(t *testing.T, p string) {
+			writeAt(t, p, middle(t, p), make([]byte, 64))
+		}},
+		{"segments segment overwritten in the middle", seg, func(t *testing.T, p string) {
+			garbage := make([]byte, 64)
+			_, _ = rand.Read(garbage)
+			writeAt(t, p, middle(t, p), garbage)
 		}},
 	}
 }

@@ -21,7 +21,7 @@
 // kills, pauses and wipes members (longer with BAGKEEPER_SOAK_DURATION, as
 // `make soak` runs it).
 //
-// BAGKEEPER_E2E_LOG_STORE (wal or boltdb) gives every pod that --log-store,
+// BAGKEEPER_E2E_LOG_STORE (boltdb, wal or segments) gives every pod that --log-store,
 // so that the suite runs on either raft log store; a test that damages a
 // store's files names the store it needs.
 //
