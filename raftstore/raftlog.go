@@ -37,17 +37,21 @@ const (
 )
 
 // DefaultLogStore is the store a new data dir gets when nothing says
-// otherwise. It stays raft-boltdb, which writes again as soon as a full
-// disk has space. raft-wal v0.4.0 preallocates 64 MiB segment files, so a
-// member on a smaller volume cannot start; and a segment rotation that
-// fails on a full disk leaves it refusing every append ("segment is
+// otherwise: seglog, one write and one fdatasync per append (raft-boltdb
+// does a bbolt transaction with two), which commits as fast as etcd does
+// (BENCHMARKS.md) and passes the same crash tests as raft-boltdb: kill -9
+// during appends, torn final records, damaged files, a full disk that gets
+// space back. raft-wal v0.4.0 does not: it preallocates 64 MiB segment
+// files, so a member on a smaller volume cannot start; a segment rotation
+// that fails on a full disk leaves it refusing every append ("segment is
 // sealed") until a restart, or for good when recording the seal in its
 // meta file is what failed (or a crash came between sealing and recording
-// it: the store check then refuses to start on it, see checkWAL). And when
+// it: the store check then refuses to start on it, see checkWAL); and when
 // raft cuts the end of a follower's log, v0.4.0 seals the segment without
 // its index and cannot read it after a restart (hashicorp/raft-wal#31,
-// fixed upstream after v0.4.0): the member cannot start again.
-const DefaultLogStore = LogStoreBoltDB
+// fixed upstream after v0.4.0): the member cannot start again. A data dir
+// made with raft-boltdb keeps it (chooseLogStore).
+const DefaultLogStore = LogStoreSegments
 
 // ParseLogStore parses a --log-store value.
 func ParseLogStore(s string) (LogStore, error) {

@@ -176,7 +176,7 @@ func parseMetric(text, name string) (float64, bool) {
 
 // dataDirUse is how much a member's data directory holds.
 type dataDirUse struct {
-	RaftDB        int64 // the raft log store: raft/raft.db's size, or the sum of raft/wal/*
+	RaftDB        int64 // the raft log store: raft/raft.db's size, or the sum of raft/wal/* or raft/segments/*
 	Snapshots     int64 // raft/snapshots/**, the files' sizes
 	SnapshotState int64 // the newest snapshot's state.bin
 	Disk          int64 // blocks of every file under the directory, as du counts them
@@ -189,6 +189,7 @@ func measureDataDir(dir string) (dataDirUse, error) {
 	raftDir := filepath.Join(dir, "raft")
 	snapDir := filepath.Join(raftDir, "snapshots")
 	walDir := filepath.Join(raftDir, "wal")
+	segDir := filepath.Join(raftDir, "segments")
 	newest := ""
 	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
@@ -211,7 +212,7 @@ func measureDataDir(dir string) (dataDirUse, error) {
 		switch {
 		case path == filepath.Join(raftDir, "raft.db"):
 			u.RaftDB = info.Size()
-		case strings.HasPrefix(path, walDir+string(filepath.Separator)):
+		case strings.HasPrefix(path, walDir+string(filepath.Separator)), strings.HasPrefix(path, segDir+string(filepath.Separator)):
 			u.RaftDB += info.Size()
 		case strings.HasPrefix(path, snapDir+string(filepath.Separator)):
 			u.Snapshots += info.Size()

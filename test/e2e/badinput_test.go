@@ -193,14 +193,20 @@ func TestBadInputGetsClearErrorAndChangesNothing(t *testing.T) {
 		victim := c.followers(*before)[0]
 		oldID := before.selfOf(victim)
 		victim.kill()
-		// raft.db, or raft-wal's meta file (BAGKEEPER_E2E_LOG_STORE=wal).
-		db := filepath.Join(victim.dataDir, "raft", "raft.db")
-		if _, err := os.Stat(db); errors.Is(err, os.ErrNotExist) {
-			db = filepath.Join(victim.dataDir, "raft", "wal", "wal-meta.db")
+		// The store's file of raft's term and vote: seglog's stable file
+		// (the default), raft.db (BAGKEEPER_E2E_LOG_STORE=boltdb) or
+		// raft-wal's meta file (=wal).
+		var db string
+		var fi os.FileInfo
+		for _, p := range []string{filepath.Join("segments", "stable"), "raft.db", filepath.Join("wal", "wal-meta.db")} {
+			var err error
+			if fi, err = os.Stat(filepath.Join(victim.dataDir, "raft", p)); err == nil {
+				db = filepath.Join(victim.dataDir, "raft", p)
+				break
+			}
 		}
-		fi, err := os.Stat(db)
-		if err != nil {
-			t.Fatal(err)
+		if db == "" {
+			t.Fatalf("no raft store in %s", victim.dataDir)
 		}
 		garbage := make([]byte, fi.Size())
 		_, _ = rand.Read(garbage)
