@@ -74,6 +74,9 @@ var experiments = []experiment{
 	{key: "leadership", run: leadershipExperiment, optIn: true},
 	// One application with a charm action (bagkeeper only).
 	{key: "actions", run: actionsExperiment, optIn: true},
+	// One application of -scale-units sidecars with -scale-relations
+	// relations and -scale-keys keys (bagkeeper only).
+	{key: "scale", run: scaleExperiment, optIn: true},
 }
 
 // extraExperiment runs the target's own measurements, if it has any.
