@@ -51,6 +51,8 @@ var (
 	scaleVoters      = flag.Int("scale-voters", 5, "scale: --voters of every sidecar (the others are non-voters)")
 	scaleIdle        = flag.Duration("scale-idle", 30*time.Second, "scale: window of the idle CPU measurement")
 	scalePutDuration = flag.Duration("scale-put-duration", 10*time.Second, "scale: measured put load (1 writer, 256 B values) at full size")
+	scaleLoadLimit   = flag.Duration("scale-load-limit", 15*time.Minute, "scale: longest time spent writing keys; the keys written by then are what the later rows measure")
+	scaleSettleLimit = flag.Duration("scale-settle-limit", 15*time.Minute, "scale: longest wait for the hooks to settle after formation and after the load (the measurements then go on)")
 )
 
 const (
@@ -302,12 +304,12 @@ func (b *bagkeeperTarget) measureScale(ctx context.Context, env *Env) ([]Row, er
 	if err != nil {
 		return nil, err
 	}
-	settled, err := g.settle(ctx, 3*time.Second, 30*time.Minute)
+	settled, unsettled, err := g.settle(ctx, 3*time.Second, *scaleSettleLimit)
 	if err != nil {
 		return nil, err
 	}
 	rows = append(rows, Row{What: fmt.Sprintf("scale: %d units form one group and are ready", n), Target: name,
-		Value: fmt.Sprintf("formed in %s, all ready in %s, hooks settled in %s", fmtDuration(formed), fmtDuration(ready), fmtDuration(settled)),
+		Value: fmt.Sprintf("formed in %s, all ready in %s, hooks settled in %s", fmtDuration(formed), fmtDuration(ready), fmtDuration(settled)) + prefixed("; ", unsettled),
 		Note: fmt.Sprintf("all %d sidecars started at once (pods %s-0 … %s-%d, ordinal units, --bootstrap-expect 3, --voters %d, --peers the first %d members' addresses plus its own); "+
 			"formed: every member in the leader's raft configuration; ready: /readyz 200 on every member; settled: no hook started for 3 s (each unit runs its start hooks and relation-joined/changed for every other unit)",
 			n, scaleApp, scaleApp, n-1, *scaleVoters, scaleSeeds)})
@@ -315,11 +317,11 @@ func (b *bagkeeperTarget) measureScale(ctx context.Context, env *Env) ([]Row, er
 	env.Progressf("scale: RSS with an empty state: %s", spreadOf(emptyRSS).bytes())
 
 	// 2. Load.
-	peerRel, rels, loadTook, err := g.load(ctx, nrel, *scaleKeys)
+	peerRel, rels, written, loadTook, err := g.load(ctx, nrel, *scaleKeys)
 	if err != nil {
 		return rows, err
 	}
-	settled, err = g.settle(ctx, 3*time.Second, 30*time.Minute)
+	settled, unsettled, err = g.settle(ctx, 3*time.Second, *scaleSettleLimit)
 	if err != nil {
 		return rows, err
 	}
@@ -332,8 +334,12 @@ func (b *bagkeeperTarget) measureScale(ctx context.Context, env *Env) ([]Row, er
 		return rows, fmt.Errorf("scale: read the leader's bags: %w", err)
 	}
 	keys, size := bagTotals(bags.GetBags())
+	loaded := ""
+	if written < *scaleKeys {
+		loaded = fmt.Sprintf("STOPPED by -scale-load-limit with %d of %d keys written", written, *scaleKeys)
+	}
 	rows = append(rows, Row{What: fmt.Sprintf("scale: load %d relations, %d keys (%d units)", nrel, *scaleKeys, n), Target: name,
-		Value: fmt.Sprintf("%s, hooks settled %s later", fmtDuration(loadTook), fmtDuration(settled)),
+		Value: fmt.Sprintf("%s, hooks settled %s later", fmtDuration(loadTook), fmtDuration(settled)) + prefixed("; ", loaded) + prefixed("; ", unsettled),
 		Note: fmt.Sprintf("1 peer relation and %d relations to remote applications (no remote units) made with EnsureRelation, then %d keys of %d-byte values in the application bags of the latter, %d keys per SetBag, %d loaders, through the raft leader's admin socket; "+
 			"every unit runs relation-created for every relation; the leader then holds %d keys, %s of keys and values", nrel-1, *scaleKeys, scaleValueSize, scaleBatch, scaleLoaders, keys, fmtBytes(size))})
 
@@ -346,10 +352,10 @@ func (b *bagkeeperTarget) measureScale(ctx context.Context, env *Env) ([]Row, er
 	rows = append(rows, Row{What: fmt.Sprintf("scale: sidecar RSS, %d units, empty state", n), Target: name,
 		Value: spreadOf(emptyRSS).bytes(),
 		Note:  fmt.Sprintf("VmRSS of every member once the hooks settled after formation; RssAnon %s", spreadOf(emptyAnon).bytes())})
-	rows = append(rows, Row{What: fmt.Sprintf("scale: sidecar RSS, %d units, %d relations, %d keys", n, nrel, keys), Target: name,
+	rows = append(rows, Row{What: fmt.Sprintf("scale: sidecar RSS, %d units, %d relations, %d keys loaded", n, nrel, written), Target: name,
 		Value: spreadOf(fullRSS).bytes(),
-		Note: fmt.Sprintf("VmRSS of every member after the load, hooks settled; RssAnon %s; RssAnon minus its empty-state figure, per member: %s; the data (keys + values) is %s",
-			spreadOf(fullAnon).bytes(), spreadOf(diffs).bytes(), fmtBytes(size))})
+		Note: fmt.Sprintf("VmRSS of every member after the load, hooks settled; RssAnon %s; RssAnon minus its empty-state figure, per member: %s; the state holds %d keys (the loaded ones and those the agents set in their units' bags) of %s (keys + values)",
+			spreadOf(fullAnon).bytes(), spreadOf(diffs).bytes(), keys, fmtBytes(size))})
 	env.Progressf("scale: RSS with the load: %s (data %s)", spreadOf(fullRSS).bytes(), fmtBytes(size))
 
 	// 3c. Idle CPU (before the put load, which leaves the log longer).
@@ -360,7 +366,7 @@ func (b *bagkeeperTarget) measureScale(ctx context.Context, env *Env) ([]Row, er
 	rows = append(rows, idleRow)
 
 	// 3b. Put latency.
-	latRow, err := g.putLatency(ctx, rels[0], name, n, keys)
+	latRow, err := g.putLatency(ctx, rels[0], name, n, written)
 	if err != nil {
 		return rows, err
 	}
@@ -457,11 +463,7 @@ func (g *scaleGroup) start(ctx context.Context, n int) (formed, ready time.Durat
 			formed = time.Since(t0)
 			g.env.Progressf("scale: all %d members in the configuration after %s", n, fmtDuration(formed))
 		}
-		for _, m := range t.members {
-			if ok, _ := t.readyz(ctx, m); ok {
-				readyN++
-			}
-		}
+		readyN = g.readyCount(ctx)
 		if formed > 0 && readyN == n {
 			ready = time.Since(t0)
 			break
@@ -481,9 +483,26 @@ func (g *scaleGroup) start(ctx context.Context, n int) (formed, ready time.Durat
 	return formed, ready, nil
 }
 
+// readyCount asks every member's /readyz in parallel and counts the 200s.
+func (g *scaleGroup) readyCount(ctx context.Context) int {
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	for _, m := range g.t.members {
+		wg.Go(func() {
+			if ok, _ := g.t.readyz(ctx, m); ok {
+				n.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return int(n.Load())
+}
+
 // settle waits until no member has started a hook for quiet and returns
-// how long that took (quiet included).
-func (g *scaleGroup) settle(ctx context.Context, quiet, limit time.Duration) (time.Duration, error) {
+// how long that took (quiet included). After limit it gives up without an
+// error (the measurements then go on with hooks still running) and
+// returns a note saying so.
+func (g *scaleGroup) settle(ctx context.Context, quiet, limit time.Duration) (time.Duration, string, error) {
 	t0 := time.Now()
 	since := t0
 	total := 0
@@ -493,7 +512,7 @@ func (g *scaleGroup) settle(ctx context.Context, quiet, limit time.Duration) (ti
 		for _, l := range g.tails {
 			hs, err := l.next()
 			if err != nil {
-				return 0, err
+				return 0, "", err
 			}
 			started += len(hs)
 		}
@@ -503,20 +522,21 @@ func (g *scaleGroup) settle(ctx context.Context, quiet, limit time.Duration) (ti
 			since = time.Now()
 		case time.Since(since) >= quiet:
 			g.env.Progressf("scale: hooks settled after %s (%d hooks started meanwhile)", fmtDuration(time.Since(t0)), total)
-			return time.Since(t0), nil
+			return time.Since(t0), "", nil
 		}
 		if err := g.t.checkRunning(); err != nil {
-			return 0, err
+			return 0, "", err
 		}
 		if time.Since(t0) > limit {
-			return 0, fmt.Errorf("scale: hooks still running after %s (%d started)", limit, total)
+			g.env.Progressf("scale: hooks still running after %s (%d started); going on", limit, total)
+			return time.Since(t0), fmt.Sprintf("HOOKS STILL RUNNING after %s (%d started)", limit, total), nil
 		}
 		if time.Since(last) >= 10*time.Second {
 			last = time.Now()
 			g.env.Progressf("scale: waiting for the hooks to settle: %d started in %s", total, fmtDuration(time.Since(t0)))
 		}
 		if err := sleepCtx(ctx, 500*time.Millisecond); err != nil {
-			return 0, err
+			return 0, "", err
 		}
 	}
 }
@@ -532,19 +552,20 @@ func (g *scaleGroup) rss() (rss, anon []int64) {
 }
 
 // load creates the relations and writes the keys; it returns the peer
-// relation's id, the other relations' ids and how long it took.
-func (g *scaleGroup) load(ctx context.Context, nrel, keys int) (int64, []int64, time.Duration, error) {
+// relation's id, the other relations' ids, the keys written (fewer than
+// keys when -scale-load-limit ran out) and how long it took.
+func (g *scaleGroup) load(ctx context.Context, nrel, keys int) (peerRel int64, rels []int64, written int, took time.Duration, err error) {
 	leader, err := g.t.findLeader(ctx)
 	if err != nil {
-		return 0, nil, 0, err
+		return 0, nil, 0, 0, err
 	}
 	t0 := time.Now()
 	g.env.Progressf("scale: creating %d relations", nrel)
 	peer, err := ensureRelationOn(ctx, leader, &adminpb.EnsureRelationRequest{Endpoint: scalePeerEndpoint, Interface: "bench-peers", Peer: true})
 	if err != nil {
-		return 0, nil, 0, err
+		return 0, nil, 0, 0, err
 	}
-	rels := make([]int64, nrel-1)
+	rels = make([]int64, nrel-1)
 	var next atomic.Int64
 	var firstErr error
 	var mu sync.Mutex
@@ -570,7 +591,7 @@ func (g *scaleGroup) load(ctx context.Context, nrel, keys int) (int64, []int64, 
 	}
 	wg.Wait()
 	if firstErr != nil {
-		return 0, nil, 0, firstErr
+		return 0, nil, 0, 0, firstErr
 	}
 	g.env.Progressf("scale: %d relations made in %s; writing %d keys", nrel, fmtDuration(time.Since(t0)), keys)
 	type batch struct {
@@ -599,9 +620,13 @@ func (g *scaleGroup) load(ctx context.Context, nrel, keys int) (int64, []int64, 
 		}
 	}()
 	value := strings.Repeat("v", scaleValueSize)
+	stopAt := time.Now().Add(*scaleLoadLimit)
 	for range scaleLoaders {
 		wg.Go(func() {
 			for {
+				if time.Now().After(stopAt) {
+					return
+				}
 				i := int(next.Add(1)) - 1
 				if i >= len(batches) || ctx.Err() != nil {
 					return
@@ -627,14 +652,26 @@ func (g *scaleGroup) load(ctx context.Context, nrel, keys int) (int64, []int64, 
 	wg.Wait()
 	close(stop)
 	if firstErr != nil {
-		return 0, nil, 0, firstErr
+		return 0, nil, 0, 0, firstErr
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, nil, 0, err
+		return 0, nil, 0, 0, err
 	}
-	took := time.Since(t0)
-	g.env.Progressf("scale: loaded in %s", fmtDuration(took))
-	return peer, rels, took, nil
+	took = time.Since(t0)
+	if int(done.Load()) < keys {
+		g.env.Progressf("scale: load stopped after %s (-scale-load-limit): %d of %d keys written", fmtDuration(took), done.Load(), keys)
+	} else {
+		g.env.Progressf("scale: loaded in %s", fmtDuration(took))
+	}
+	return peer, rels, int(done.Load()), took, nil
+}
+
+// prefixed is prefix+s, or "" when s is empty.
+func prefixed(prefix, s string) string {
+	if s == "" {
+		return ""
+	}
+	return prefix + s
 }
 
 // cmpOr returns a unless it is nil, else b.
@@ -743,7 +780,7 @@ func (g *scaleGroup) putLatency(ctx context.Context, rel int64, name string, n, 
 	if err != nil {
 		return Row{}, err
 	}
-	what := fmt.Sprintf("scale: put latency, 1 writer, 256 B values, %d units, %d keys", n, keys)
+	what := fmt.Sprintf("scale: put latency, 1 writer, 256 B values, %d units, %d keys loaded", n, keys)
 	value := strings.Repeat("p", 256)
 	put := func(i int) (time.Duration, error) {
 		req := &adminpb.SetBagRequest{RelationId: rel, Owner: scaleApp, Set: map[string]string{fmt.Sprintf("lat%08d", i): value}}
@@ -764,6 +801,10 @@ func (g *scaleGroup) putLatency(ctx context.Context, rel int64, name string, n, 
 		}
 	}
 	var lat []time.Duration
+	before := make([]procSample, len(g.t.members))
+	for j, m := range g.t.members {
+		before[j] = readProc(m.proc.Pid())
+	}
 	t0 := time.Now()
 	for end := t0.Add(*scalePutDuration); time.Now().Before(end); i++ {
 		d, err := put(i)
@@ -773,9 +814,22 @@ func (g *scaleGroup) putLatency(ctx context.Context, rel int64, name string, n, 
 		lat = append(lat, d)
 	}
 	wall := time.Since(t0)
+	var leaderCPU time.Duration
+	var others []int64
+	for j, m := range g.t.members {
+		d := readProc(m.proc.Pid()).cpu - before[j].cpu
+		if m == leader {
+			leaderCPU = d
+		} else {
+			others = append(others, int64(d))
+		}
+	}
 	s := summarize(lat)
+	cpu := spreadOf(others)
+	perCommit := func(d int64) string { return fmtDuration(time.Duration(d) / time.Duration(max(1, len(lat)))) }
 	note := fmt.Sprintf("%d puts in %s, max %s: SetBag of one new 256 B key (deleting the key from %d puts earlier) in the application bag of a relation to a remote application (no hooks run), to the raft leader's admin socket",
 		s.N, fmtDuration(wall), fmtDuration(s.Max), bkKeepKeys)
+	note += fmt.Sprintf("; CPU per put: leader %s, other members min %s, median %s, max %s", perCommit(int64(leaderCPU)), perCommit(cpu.min), perCommit(cpu.median), perCommit(cpu.max))
 	if base := latencyBaseline(latencyCurve, name, 1, 256); base > 0 {
 		note += fmt.Sprintf("; the 3-unit cluster's p50 in this run was %s: %.2f× (target ≤ 2×)", fmtDuration(base), float64(s.P50)/float64(base))
 	} else {
@@ -868,7 +922,7 @@ func (g *scaleGroup) fanOut(ctx context.Context, peerRel int64, writes int, name
 		}
 		worst = append(worst, slowest)
 		g.env.Progressf("scale: write %d: every unit's %s started within %s", w, hook, fmtDuration(slowest))
-		if _, err := g.settle(ctx, time.Second, 5*time.Minute); err != nil {
+		if _, _, err := g.settle(ctx, time.Second, 5*time.Minute); err != nil {
 			return Row{}, err
 		}
 	}
@@ -963,7 +1017,7 @@ func (g *scaleGroup) wipe(ctx context.Context, name string, wantKeys int) (Row, 
 	}
 	took := time.Since(t0)
 	g.env.Progressf("scale: wiped %s ready in %s, with every key in %s", victim.pod, fmtDuration(readyAt), fmtDuration(took))
-	if _, err := g.settle(ctx, 3*time.Second, 10*time.Minute); err != nil {
+	if _, _, err := g.settle(ctx, 3*time.Second, 10*time.Minute); err != nil {
 		return Row{}, err
 	}
 	return Row{What: fmt.Sprintf("scale: wiped pod ready with all bags (%d units, %d keys)", len(g.t.members), wantKeys), Target: name,
@@ -1034,7 +1088,7 @@ func (g *scaleGroup) rolling(ctx context.Context, count int, name string, n int)
 		}
 	}
 	total := time.Since(t0)
-	if _, err := g.settle(ctx, 3*time.Second, 10*time.Minute); err != nil {
+	if _, _, err := g.settle(ctx, 3*time.Second, 10*time.Minute); err != nil {
 		return Row{}, err
 	}
 	after, removedAfter, err := unitsOf()
