@@ -52,6 +52,7 @@ var (
 	scaleIdle        = flag.Duration("scale-idle", 30*time.Second, "scale: window of the idle CPU measurement")
 	scalePutDuration = flag.Duration("scale-put-duration", 10*time.Second, "scale: measured put load (1 writer, 256 B values) at full size")
 	scaleLoadLimit   = flag.Duration("scale-load-limit", 15*time.Minute, "scale: longest time spent writing keys; the keys written by then are what the later rows measure")
+	scaleBudget      = flag.Duration("scale-budget", 0, "scale: if > 0, the longest the whole measurement may take; the steps it leaves out are named in a row")
 	scaleSettleLimit = flag.Duration("scale-settle-limit", 15*time.Minute, "scale: longest wait for the hooks to settle after formation and after the load (the measurements then go on)")
 )
 
@@ -298,15 +299,35 @@ func (b *bagkeeperTarget) measureScale(ctx context.Context, env *Env) ([]Row, er
 	g := &scaleGroup{t: t, env: env}
 	name := b.Name()
 	var rows []Row
+	outer := ctx
+	if *scaleBudget > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *scaleBudget)
+		defer cancel()
+	}
+	// stop ends the measurement at step with err; when -scale-budget ran
+	// out it keeps the rows measured so far and says which steps were not.
+	stop := func(step string, err error) ([]Row, error) {
+		// A call may fail on the budget's deadline (the server's copy of
+		// it) a moment before the context says it is done: look at the
+		// clock too.
+		dl, budgeted := ctx.Deadline()
+		if outer.Err() == nil && (ctx.Err() != nil || *scaleBudget > 0 && budgeted && time.Until(dl) < time.Second) {
+			env.Progressf("scale: -scale-budget %s ran out during %s", *scaleBudget, step)
+			return append(rows, Row{What: "scale: steps not measured", Target: name,
+				Note: fmt.Sprintf("-scale-budget %s ran out during %s (%s); that step and the later ones were skipped", *scaleBudget, step, shortErr(err))}), nil
+		}
+		return rows, err
+	}
 
 	// 1. Formation.
 	formed, ready, err := g.start(ctx, n)
 	if err != nil {
-		return nil, err
+		return stop("the formation", err)
 	}
 	settled, unsettled, err := g.settle(ctx, 3*time.Second, *scaleSettleLimit)
 	if err != nil {
-		return nil, err
+		return stop("the formation's hooks", err)
 	}
 	rows = append(rows, Row{What: fmt.Sprintf("scale: %d units form one group and are ready", n), Target: name,
 		Value: fmt.Sprintf("formed in %s, all ready in %s, hooks settled in %s", fmtDuration(formed), fmtDuration(ready), fmtDuration(settled)) + prefixed("; ", unsettled),
@@ -319,19 +340,19 @@ func (b *bagkeeperTarget) measureScale(ctx context.Context, env *Env) ([]Row, er
 	// 2. Load.
 	peerRel, rels, written, loadTook, err := g.load(ctx, nrel, *scaleKeys)
 	if err != nil {
-		return rows, err
+		return stop("the load", err)
 	}
 	settled, unsettled, err = g.settle(ctx, 3*time.Second, *scaleSettleLimit)
 	if err != nil {
-		return rows, err
+		return stop("the load's hooks", err)
 	}
 	leader, err := t.findLeader(ctx)
 	if err != nil {
-		return rows, err
+		return stop("the load", err)
 	}
 	bags, err := leader.admin.GetBags(ctx, &adminpb.GetBagsRequest{RelationId: -1, Stale: true})
 	if err != nil {
-		return rows, fmt.Errorf("scale: read the leader's bags: %w", err)
+		return stop("the load", fmt.Errorf("scale: read the leader's bags: %w", err))
 	}
 	keys, size := bagTotals(bags.GetBags())
 	loaded := ""
@@ -361,14 +382,14 @@ func (b *bagkeeperTarget) measureScale(ctx context.Context, env *Env) ([]Row, er
 	// 3c. Idle CPU (before the put load, which leaves the log longer).
 	idleRow, err := g.idle(ctx, *scaleIdle)
 	if err != nil {
-		return rows, err
+		return stop("the idle CPU", err)
 	}
 	rows = append(rows, idleRow)
 
 	// 3b. Put latency.
 	latRow, err := g.putLatency(ctx, rels[0], name, n, written)
 	if err != nil {
-		return rows, err
+		return stop("the put latency", err)
 	}
 	rows = append(rows, latRow)
 
@@ -376,7 +397,10 @@ func (b *bagkeeperTarget) measureScale(ctx context.Context, env *Env) ([]Row, er
 	if *scaleWrites > 0 {
 		fanRow, err := g.fanOut(ctx, peerRel, *scaleWrites, name, n)
 		if err != nil {
-			return rows, err
+			if fanRow.What != "" {
+				rows = append(rows, fanRow)
+			}
+			return stop("the fan-out", err)
 		}
 		rows = append(rows, fanRow)
 	}
@@ -384,7 +408,7 @@ func (b *bagkeeperTarget) measureScale(ctx context.Context, env *Env) ([]Row, er
 	// 3e. Wiped pod.
 	wipeRow, err := g.wipe(ctx, name, keys)
 	if err != nil {
-		return rows, err
+		return stop("the wiped pod", err)
 	}
 	rows = append(rows, wipeRow)
 
@@ -392,7 +416,10 @@ func (b *bagkeeperTarget) measureScale(ctx context.Context, env *Env) ([]Row, er
 	if replace > 0 {
 		rollRow, err := g.rolling(ctx, replace, name, n)
 		if err != nil {
-			return rows, err
+			if rollRow.What != "" {
+				rows = append(rows, rollRow)
+			}
+			return stop("the rolling replacement", err)
 		}
 		rows = append(rows, rollRow)
 	}
@@ -476,7 +503,7 @@ func (g *scaleGroup) start(ctx context.Context, n int) (formed, ready time.Durat
 			return 0, 0, fmt.Errorf("scale: after %s, %d of %d members in the configuration, %d ready", fmtDuration(time.Since(t0)), inConfig, n, readyN)
 		}
 		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
-			return 0, 0, err
+			return 0, 0, fmt.Errorf("scale: after %s, %d of %d members in the configuration, %d ready: %w", fmtDuration(time.Since(t0)), inConfig, n, readyN, err)
 		}
 	}
 	g.env.Progressf("scale: all %d ready after %s", n, fmtDuration(ready))
@@ -866,6 +893,18 @@ func (g *scaleGroup) fanOut(ctx context.Context, peerRel int64, writes int, name
 	hook := scalePeerEndpoint + "-relation-changed"
 	g.env.Progressf("scale: timing %d application-bag writes to every unit's %s (the leader unit %s is not told)", writes, hook, st.GetLeaderUnit())
 	var all, worst, acks []time.Duration
+	// partial is the row for the writes timed before err stopped the
+	// measurement.
+	partial := func(err error) (Row, error) {
+		if len(worst) == 0 {
+			return Row{}, err
+		}
+		s := summarize(all)
+		return Row{What: fmt.Sprintf("scale: leader's peer application-bag write → relation-changed starts on the other %d units", n-1), Target: name,
+			P50: fmtDuration(s.P50), P99: fmtDuration(s.P99),
+			Value: fmt.Sprintf("INTERRUPTED after %d of %d writes; all units: median %s, max %s", len(worst), writes, fmtDuration(percentile(worst, 50)), fmtDuration(percentile(worst, 100))),
+			Note:  fmt.Sprintf("from sending the SetBag to the hook's start in each unit's log; per write, time until the last unit: %s; stopped by: %s", fmtDurations(worst), shortErr(err))}, err
+	}
 	for w := 1; w <= writes; w++ {
 		for _, l := range g.tails {
 			l.skip()
@@ -883,7 +922,7 @@ func (g *scaleGroup) fanOut(ctx context.Context, peerRel int64, writes int, name
 		_, err := leader.admin.SetBag(wctx, &adminpb.SetBagRequest{RelationId: peerRel, Owner: scaleApp, Set: map[string]string{"fan": strconv.Itoa(w)}})
 		cancel()
 		if err != nil {
-			return Row{}, fmt.Errorf("scale: fan-out write %d: %w", w, err)
+			return partial(fmt.Errorf("scale: fan-out write %d: %w", w, err))
 		}
 		acks = append(acks, time.Since(t0))
 		var slowest time.Duration
@@ -893,7 +932,7 @@ func (g *scaleGroup) fanOut(ctx context.Context, peerRel int64, writes int, name
 			for _, i := range waiting {
 				hs, err := g.tails[i].next()
 				if err != nil {
-					return Row{}, err
+					return partial(err)
 				}
 				found := false
 				for _, h := range hs {
@@ -914,16 +953,16 @@ func (g *scaleGroup) fanOut(ctx context.Context, peerRel int64, writes int, name
 				break
 			}
 			if time.Now().After(deadline) {
-				return Row{}, fmt.Errorf("scale: fan-out write %d: %d units ran no %s within 5 minutes (e.g. %s)", w, len(waiting), hook, g.t.members[waiting[0]].pod)
+				return partial(fmt.Errorf("scale: fan-out write %d: %d units ran no %s within 5 minutes (e.g. %s)", w, len(waiting), hook, g.t.members[waiting[0]].pod))
 			}
 			if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
-				return Row{}, err
+				return partial(err)
 			}
 		}
 		worst = append(worst, slowest)
 		g.env.Progressf("scale: write %d: every unit's %s started within %s", w, hook, fmtDuration(slowest))
 		if _, _, err := g.settle(ctx, time.Second, 5*time.Minute); err != nil {
-			return Row{}, err
+			return partial(err)
 		}
 	}
 	s := summarize(all)
@@ -1049,10 +1088,20 @@ func (g *scaleGroup) rolling(ctx context.Context, count int, name string, n int)
 	g.env.Progressf("scale: rolling replacement of %d pods", count)
 	var per []time.Duration
 	t0 := time.Now()
+	// partial is the row for the pods replaced before err stopped the
+	// replacement.
+	partial := func(err error) (Row, error) {
+		if len(per) == 0 {
+			return Row{}, err
+		}
+		return Row{What: fmt.Sprintf("scale: rolling replacement of %d of %d pods", count, n), Target: name,
+			Value: fmt.Sprintf("INTERRUPTED after %d pods in %s; per pod median %s, max %s", len(per), fmtDuration(time.Since(t0)), fmtDuration(percentile(per, 50)), fmtDuration(percentile(per, 100))),
+			Note:  fmt.Sprintf("highest ordinal first, SIGTERM then the same pod started again, per pod from the SIGTERM to /readyz 200; stopped by: %s; units not compared", shortErr(err))}, err
+	}
 	for k := range count {
 		m := g.t.members[len(g.t.members)-1-k]
 		if err := m.proc.Signal(syscall.SIGTERM); err != nil {
-			return Row{}, err
+			return partial(err)
 		}
 		start := time.Now()
 		wctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -1060,10 +1109,10 @@ func (g *scaleGroup) rolling(ctx context.Context, count int, name string, n int)
 		cancel()
 		if err != nil {
 			_ = m.proc.Kill()
-			return Row{}, fmt.Errorf("scale: rolling: %s did not stop within a minute of SIGTERM", m.pod)
+			return partial(fmt.Errorf("scale: rolling: %s did not stop within a minute of SIGTERM", m.pod))
 		}
 		if err := g.t.startMember(m); err != nil {
-			return Row{}, err
+			return partial(err)
 		}
 		last := ""
 		for {
@@ -1073,13 +1122,13 @@ func (g *scaleGroup) rolling(ctx context.Context, count int, name string, n int)
 				last = why
 			}
 			if m.proc.Exited() {
-				return Row{}, fmt.Errorf("scale: rolling: %s exited: %v", m.pod, m.proc.ExitError())
+				return partial(fmt.Errorf("scale: rolling: %s exited: %v", m.pod, m.proc.ExitError()))
 			}
 			if time.Since(start) > 5*time.Minute {
-				return Row{}, fmt.Errorf("scale: rolling: %s not ready within 5 minutes: %s", m.pod, last)
+				return partial(fmt.Errorf("scale: rolling: %s not ready within 5 minutes: %s", m.pod, last))
 			}
 			if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
-				return Row{}, err
+				return partial(err)
 			}
 		}
 		per = append(per, time.Since(start))
