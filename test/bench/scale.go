@@ -502,7 +502,13 @@ func (g *scaleGroup) start(ctx context.Context, n int) (formed, ready time.Durat
 		if time.Now().After(deadline) {
 			return 0, 0, fmt.Errorf("scale: after %s, %d of %d members in the configuration, %d ready", fmtDuration(time.Since(t0)), inConfig, n, readyN)
 		}
-		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
+		// Polling 100 members often is load of its own: a second is
+		// fine resolution for minutes.
+		poll := 200 * time.Millisecond
+		if n > 12 {
+			poll = time.Second
+		}
+		if err := sleepCtx(ctx, poll); err != nil {
 			return 0, 0, fmt.Errorf("scale: after %s, %d of %d members in the configuration, %d ready: %w", fmtDuration(time.Since(t0)), inConfig, n, readyN, err)
 		}
 	}
@@ -955,7 +961,7 @@ func (g *scaleGroup) fanOut(ctx context.Context, peerRel int64, writes int, name
 			if time.Now().After(deadline) {
 				return partial(fmt.Errorf("scale: fan-out write %d: %d units ran no %s within 5 minutes (e.g. %s)", w, len(waiting), hook, g.t.members[waiting[0]].pod))
 			}
-			if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+			if err := sleepCtx(ctx, 50*time.Millisecond); err != nil {
 				return partial(err)
 			}
 		}
