@@ -249,6 +249,8 @@ type scaleGroup struct {
 	env   *Env
 	tails []*logTail
 	slots int // addresses handed out
+	// settledHooks is how many hooks started during the last settle.
+	settledHooks int
 }
 
 func (b *bagkeeperTarget) measureScale(ctx context.Context, env *Env) ([]Row, error) {
@@ -330,7 +332,7 @@ func (b *bagkeeperTarget) measureScale(ctx context.Context, env *Env) ([]Row, er
 		return stop("the formation's hooks", err)
 	}
 	rows = append(rows, Row{What: fmt.Sprintf("scale: %d units form one group and are ready", n), Target: name,
-		Value: fmt.Sprintf("formed in %s, all ready in %s, hooks settled in %s", fmtDuration(formed), fmtDuration(ready), fmtDuration(settled)) + prefixed("; ", unsettled),
+		Value: fmt.Sprintf("formed in %s, all ready in %s, hooks settled in %s (%d hooks started after all were ready)", fmtDuration(formed), fmtDuration(ready), fmtDuration(settled), g.settledHooks) + prefixed("; ", unsettled),
 		Note: fmt.Sprintf("all %d sidecars started at once (pods %s-0 … %s-%d, ordinal units, --bootstrap-expect 3, --voters %d, --peers the first %d members' addresses plus its own); "+
 			"formed: every member in the leader's raft configuration; ready: /readyz 200 on every member; settled: no hook started for 3 s (each unit runs its start hooks and relation-joined/changed for every other unit)",
 			n, scaleApp, scaleApp, n-1, *scaleVoters, scaleSeeds)})
@@ -346,6 +348,7 @@ func (b *bagkeeperTarget) measureScale(ctx context.Context, env *Env) ([]Row, er
 	if err != nil {
 		return stop("the load's hooks", err)
 	}
+	loadHooks := g.settledHooks
 	leader, err := t.findLeader(ctx)
 	if err != nil {
 		return stop("the load", err)
@@ -360,7 +363,7 @@ func (b *bagkeeperTarget) measureScale(ctx context.Context, env *Env) ([]Row, er
 		loaded = fmt.Sprintf("STOPPED by -scale-load-limit with %d of %d keys written", written, *scaleKeys)
 	}
 	rows = append(rows, Row{What: fmt.Sprintf("scale: load %d relations, %d keys (%d units)", nrel, *scaleKeys, n), Target: name,
-		Value: fmt.Sprintf("%s, hooks settled %s later", fmtDuration(loadTook), fmtDuration(settled)) + prefixed("; ", loaded) + prefixed("; ", unsettled),
+		Value: fmt.Sprintf("%s, hooks settled %s later (%d hooks started in that time)", fmtDuration(loadTook), fmtDuration(settled), loadHooks) + prefixed("; ", loaded) + prefixed("; ", unsettled),
 		Note: fmt.Sprintf("1 peer relation and %d relations to remote applications (no remote units) made with EnsureRelation, then %d keys of %d-byte values in the application bags of the latter, %d keys per SetBag, %d loaders, through the raft leader's admin socket; "+
 			"every unit runs relation-created for every relation; the leader then holds %d keys, %s of keys and values", nrel-1, *scaleKeys, scaleValueSize, scaleBatch, scaleLoaders, keys, fmtBytes(size))})
 
@@ -550,6 +553,7 @@ func (g *scaleGroup) settle(ctx context.Context, quiet, limit time.Duration) (ti
 			started += len(hs)
 		}
 		total += started
+		g.settledHooks = total
 		switch {
 		case started > 0:
 			since = time.Now()
