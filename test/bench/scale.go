@@ -135,7 +135,16 @@ func spreadOf(xs []int64) spread {
 }
 
 func (s spread) bytes() string {
-	return fmt.Sprintf("min %s, median %s, max %s", fmtBytes(s.min), fmtBytes(s.median), fmtBytes(s.max))
+	return fmt.Sprintf("min %s, median %s, max %s", fmtSignedBytes(s.min), fmtSignedBytes(s.median), fmtSignedBytes(s.max))
+}
+
+// fmtSignedBytes is fmtBytes for a difference, which may be negative (a
+// member's RSS can shrink between two readings).
+func fmtSignedBytes(n int64) string {
+	if n < 0 {
+		return "-" + fmtBytes(-n)
+	}
+	return fmtBytes(n)
 }
 
 // unitSet is the units of the application that are not removed, as

@@ -94,6 +94,12 @@ func TestSpreadOf(t *testing.T) {
 	}
 }
 
+func TestSpreadBytesNegative(t *testing.T) {
+	if got, want := (spread{-2048, 0, 1536}).bytes(), "min -2 KiB, median 0 B, max 1.5 KiB"; got != want {
+		t.Errorf("bytes() = %q, want %q", got, want)
+	}
+}
+
 func TestUnitSetAndDiff(t *testing.T) {
 	units := []*adminpb.Unit{
 		{Name: "scl/1", State: "active", Pod: "scl-1"},
