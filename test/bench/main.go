@@ -9,6 +9,7 @@
 //	go run ./test/bench -targets=bagkeeper -bagkeeper-wipe-mib=1   # bagkeeper only, smaller wipe test
 //	go run ./test/bench -targets=bagkeeper -experiments=soak -soak-duration=5m   # memory soak
 //	go run ./test/bench -targets=bagkeeper -experiments=actions   # actions run round trip
+//	go run ./test/bench -targets=bagkeeper -experiments=latency,scale -writers=1 -sizes=256   # one application at scale
 //
 // The table goes to stdout; progress messages go to stderr. All processes
 // the harness starts are killed when it exits, also on errors and Ctrl-C.
@@ -19,7 +20,26 @@
 // leader while writing through a follower), then the read latencies
 // (bagkeeper), then the target's own extra measurements, if it implements
 // ExtraMeasurer. The memory soak (bagkeeper) runs only when -experiments
-// names it. To add a target, implement Target in a file of its own and list
+// names it. So do relations, leadership, actions and scale (bagkeeper
+// only), each on an application of its own.
+//
+// The scale experiment starts one application of -scale-units sidecars
+// (pods scl-0 … scl-N-1 on 127.2.x.y addresses, ordinal units, a charm
+// whose hooks do nothing, --voters -scale-voters, every member given the
+// first three members' addresses plus its own), makes -scale-relations
+// relations (one peer relation, the others to remote applications) and
+// loads -scale-keys keys into their application bags. It reports the time
+// to form and be ready, each member's RSS empty and loaded against the
+// size of the state, the put latency of one writer (compared with the
+// latency experiment's 1-writer 256 B figure when that ran too), the idle
+// CPU of the leader, of voting followers and of non-voters, the time from
+// a write to the peer relation's application bag until every other unit's
+// relation-changed hook started (from the sidecars' logs), a wiped pod
+// ready with every key, and a rolling replacement of -scale-replace pods
+// after which the application must have the same units. Every unit runs
+// relation-created for every relation and relation-joined/changed for
+// every other unit, and each hook commits twice through raft, so the
+// hooks, not the keys, set how long a large run takes. To add a target, implement Target in a file of its own and list
 // its constructor in targets below.
 package main
 
@@ -74,6 +94,9 @@ var experiments = []experiment{
 	{key: "leadership", run: leadershipExperiment, optIn: true},
 	// One application with a charm action (bagkeeper only).
 	{key: "actions", run: actionsExperiment, optIn: true},
+	// One application of -scale-units sidecars with -scale-relations
+	// relations and -scale-keys keys (bagkeeper only).
+	{key: "scale", run: scaleExperiment, optIn: true},
 }
 
 // extraExperiment runs the target's own measurements, if it has any.
@@ -116,11 +139,13 @@ func registerFlags(fs *flag.FlagSet) *Config {
 		keys[i] = t.key
 	}
 	expKeys := make([]string, len(experiments))
-	var defaultExps []string
+	var defaultExps, optInKeys []string
 	for i, e := range experiments {
 		expKeys[i] = e.key
 		if !e.optIn {
 			defaultExps = append(defaultExps, e.key)
+		} else {
+			optInKeys = append(optInKeys, e.key)
 		}
 	}
 	cfg := &Config{
@@ -130,7 +155,7 @@ func registerFlags(fs *flag.FlagSet) *Config {
 		Sizes:       []int{256, 4096},
 	}
 	fs.Var((*stringList)(&cfg.Targets), "targets", "comma-separated targets to run, of: "+strings.Join(keys, ", "))
-	fs.Var((*stringList)(&cfg.Experiments), "experiments", "comma-separated experiments to run, of: "+strings.Join(expKeys, ", ")+" (soak only when named)")
+	fs.Var((*stringList)(&cfg.Experiments), "experiments", "comma-separated experiments to run, of: "+strings.Join(expKeys, ", ")+" ("+strings.Join(optInKeys, ", ")+" only when named)")
 	fs.Var((*intList)(&cfg.Writers), "writers", "comma-separated numbers of concurrent writers for the latency experiment")
 	fs.Var((*intList)(&cfg.Sizes), "sizes", "comma-separated value sizes in bytes for the latency experiment")
 	fs.DurationVar(&cfg.Warmup, "warmup", time.Second, "unmeasured load before each latency measurement")
