@@ -221,31 +221,43 @@ func (c storeCheck) run() (storeCheckResult, error) {
 	return res, nil
 }
 
+// checkEntry checks a decoded entry's type and, with verifyEntry, its
+// checksum.
+func (c storeCheck) checkEntry(l *raft.Log) error {
+	if err := checkEntryType(l); err != nil {
+		return err
+	}
+	if c.verifyEntry != nil {
+		return c.verifyEntry(l)
+	}
+	return nil
+}
+
+// count records an intact entry, found after those counted before it:
+// where the log starts, ends, and where its last run of consecutive
+// entries starts.
+func (r *storeCheckResult) count(index uint64) {
+	if r.entries == 0 {
+		r.firstIndex = index
+	}
+	if r.entries == 0 || index != r.lastIndex+1 {
+		r.tailStart = index
+	}
+	r.entries++
+	r.lastIndex = index
+}
+
 // checkSegments checks seglog's files in dir (the segments directory):
 // every record of every segment, read as seglog.Open reads it (its
 // checksum, its index, the segments following each other), each entry
 // decoded and checked as checkEntries checks raft-boltdb's; and the
 // stable file. A torn last append is not damage: Open cuts it away.
 func (c storeCheck) checkSegments(dir string, res *storeCheckResult) error {
-	var prev uint64
 	_, _, err := seglog.Check(dir, func(l *raft.Log) error {
-		if err := checkEntryType(l); err != nil {
+		if err := c.checkEntry(l); err != nil {
 			return err
 		}
-		if c.verifyEntry != nil {
-			if err := c.verifyEntry(l); err != nil {
-				return err
-			}
-		}
-		if res.entries == 0 {
-			res.firstIndex = l.Index
-		}
-		if res.entries == 0 || l.Index != prev+1 {
-			res.tailStart = l.Index
-		}
-		res.entries++
-		res.lastIndex = l.Index
-		prev = l.Index
+		res.count(l.Index)
 		return nil
 	})
 	if err != nil {
@@ -351,7 +363,6 @@ func (c storeCheck) checkEntries(logs *bbolt.Bucket, res *storeCheckResult) erro
 	// raft-boltdb decodes each entry with a new decoder of a zero
 	// MsgpackHandle; one decoder reset for each entry decodes the same.
 	dec := codec.NewDecoderBytes(nil, &codec.MsgpackHandle{})
-	var prev uint64
 	cur := logs.Cursor()
 	for k, v := cur.First(); k != nil; k, v = cur.Next() {
 		if len(k) != 8 {
@@ -369,23 +380,10 @@ func (c storeCheck) checkEntries(logs *bbolt.Bucket, res *storeCheckResult) erro
 		if l.Index != index {
 			return fmt.Errorf("log entry %d says it is entry %d", index, l.Index)
 		}
-		if err := checkEntryType(&l); err != nil {
+		if err := c.checkEntry(&l); err != nil {
 			return fmt.Errorf("log entry %d: %v", index, err)
 		}
-		if c.verifyEntry != nil {
-			if err := c.verifyEntry(&l); err != nil {
-				return fmt.Errorf("log entry %d: %v", index, err)
-			}
-		}
-		if res.entries == 0 {
-			res.firstIndex = index
-		}
-		if res.entries == 0 || index != prev+1 {
-			res.tailStart = index
-		}
-		res.entries++
-		res.lastIndex = index
-		prev = index
+		res.count(index)
 	}
 	return nil
 }

@@ -64,7 +64,6 @@ func (c storeCheck) checkWAL(dir string, res *storeCheckResult) error {
 	if err != nil {
 		return err
 	}
-	var prev uint64
 	for i, si := range st.Segments {
 		path := filepath.Join(dir, segment.FileName(si))
 		tail := si.SealTime.IsZero()
@@ -93,23 +92,10 @@ func (c storeCheck) checkWAL(dir string, res *storeCheckResult) error {
 			if l.Index != idx {
 				return fmt.Errorf("log entry %d says it is entry %d", idx, l.Index)
 			}
-			if err := checkEntryType(&l); err != nil {
+			if err := c.checkEntry(&l); err != nil {
 				return fmt.Errorf("log entry %d: %v", idx, err)
 			}
-			if c.verifyEntry != nil {
-				if err := c.verifyEntry(&l); err != nil {
-					return fmt.Errorf("log entry %d: %v", idx, err)
-				}
-			}
-			if res.entries == 0 {
-				res.firstIndex = idx
-			}
-			if res.entries == 0 || idx != prev+1 {
-				res.tailStart = idx
-			}
-			res.entries++
-			res.lastIndex = idx
-			prev = idx
+			res.count(idx)
 			return nil
 		}
 		n, err := c.walkSegment(path, si, tail, check)
