@@ -235,6 +235,25 @@ func TestAWALWhoseRotationDidNotFinishIsRefused(t *testing.T) {
 	wantDamaged(t, err, filepath.Join(dir, segs[len(segs)-1]), "rotation that did not finish")
 }
 
+// cutTailAndAppend stores no-op entries 1 to last in term 1, cuts the log
+// from entry 8 to the end, as raft does with entries that conflict with a
+// new leader's, and stores entries 8 to 12 in term 2.
+func cutTailAndAppend(t *testing.T, logs raft.LogStore, last uint64) {
+	t.Helper()
+	store := func(from, to, term uint64) {
+		for i := from; i <= to; i++ {
+			if err := logs.StoreLog(&raft.Log{Index: i, Term: term, Type: raft.LogNoop}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	store(1, last, 1)
+	if err := logs.DeleteRange(8, last); err != nil {
+		t.Fatal(err)
+	}
+	store(8, 12, 2)
+}
+
 // TestAWALWhoseTailWasCutIsRefused: when raft cuts the end of a follower's
 // log (entries that conflict with a new leader's), raft-wal v0.4.0 seals
 // the segment without its index; reopened, it cannot read its entries, and
@@ -245,19 +264,7 @@ func TestAWALWhoseTailWasCutIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := uint64(1); i <= 10; i++ {
-		if err := st.logs.StoreLog(&raft.Log{Index: i, Term: 1, Type: raft.LogNoop}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := st.logs.DeleteRange(8, 10); err != nil {
-		t.Fatal(err)
-	}
-	for i := uint64(8); i <= 12; i++ {
-		if err := st.logs.StoreLog(&raft.Log{Index: i, Term: 2, Type: raft.LogNoop}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cutTailAndAppend(t, st.logs, 10)
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -284,19 +291,7 @@ func TestASegmentsStoreWhoseTailWasCutReopens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := uint64(1); i <= 30; i++ {
-		if err := st.logs.StoreLog(&raft.Log{Index: i, Term: 1, Type: raft.LogNoop}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := st.logs.DeleteRange(8, 30); err != nil {
-		t.Fatal(err)
-	}
-	for i := uint64(8); i <= 12; i++ {
-		if err := st.logs.StoreLog(&raft.Log{Index: i, Term: 2, Type: raft.LogNoop}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	cutTailAndAppend(t, st.logs, 30)
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
