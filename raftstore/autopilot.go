@@ -299,7 +299,7 @@ func (n *Node) runLeader(ctx context.Context) {
 
 // initCluster makes sure the cluster's first command has been applied.
 func (n *Node) initCluster(ctx context.Context) error {
-	if err := n.raft.Barrier(10 * time.Second).Error(); err != nil {
+	if err := n.await(n.raft.Barrier(10 * time.Second)); err != nil {
 		return err
 	}
 	s := n.fsm.State()
@@ -355,7 +355,7 @@ func (n *Node) pollHealth(ctx context.Context, cfg raft.Configuration, timeout t
 // reconcile checks health and makes at most one membership change.
 func (n *Node) reconcile(ctx context.Context) {
 	cf := n.raft.GetConfiguration()
-	if cf.Error() != nil {
+	if n.await(cf) != nil {
 		return
 	}
 	cfg := cf.Configuration()
@@ -366,7 +366,7 @@ func (n *Node) reconcile(ctx context.Context) {
 	// Decide on the configuration as it is now: a join or leave may have
 	// changed it while health was polled.
 	cf = n.raft.GetConfiguration()
-	if cf.Error() != nil || !n.IsLeader() {
+	if n.await(cf) != nil || !n.IsLeader() {
 		return
 	}
 	cfg, cfgIndex := cf.Configuration(), cf.Index()
@@ -389,7 +389,7 @@ func (n *Node) reconcile(ctx context.Context) {
 	case actRemove:
 		f = n.raft.RemoveServer(act.id, cfgIndex, 10*time.Second)
 	}
-	if err := f.Error(); err != nil {
+	if err := n.await(f); err != nil {
 		n.log.Warn("membership change failed", "action", act.kind.String(), "peer", string(act.id), "err", err)
 		return
 	}

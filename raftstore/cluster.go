@@ -268,7 +268,7 @@ func (n *Node) bootstrapOrJoin(ctx context.Context, infos []peerInfo) {
 	for _, s := range proposal {
 		cfg.Servers = append(cfg.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(s.GetId()), Address: raft.ServerAddress(s.GetAddress())})
 	}
-	err := n.raft.BootstrapCluster(cfg).Error()
+	err := n.await(n.raft.BootstrapCluster(cfg))
 	switch {
 	case err == nil:
 		n.log.Info("bootstrapped a new cluster", "voters", serverIDs(proposal))

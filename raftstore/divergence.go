@@ -125,7 +125,7 @@ func (n *Node) checkStates(ctx context.Context) {
 	if _, ok := n.Diverged(); ok && n.IsLeader() {
 		// This leader's own state is the odd one: let a member whose state
 		// agrees with the others lead.
-		if err := n.raft.LeadershipTransfer().Error(); err != nil {
+		if err := n.await(n.raft.LeadershipTransfer()); err != nil {
 			n.log.Warn("handing leadership over from a diverged member", "err", err)
 		}
 		return

@@ -374,6 +374,7 @@ func Open(cfg Config) (*Node, error) {
 	if err := n.applyStagedRecovery(rc, logs, snaps); err != nil {
 		return nil, err
 	}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.stores.stable, snaps, n.trans)
 	if err != nil {
 		return nil, fmt.Errorf("starting raft: %w", err)
@@ -387,7 +388,6 @@ func Open(cfg Config) (*Node, error) {
 	n.peers = newPeerClients(cfg.Dial)
 	n.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(maxPeerMessage), grpc.MaxSendMsgSize(maxPeerMessage))
 	peerpb.RegisterPeerServer(n.grpc, &peerServer{n: n})
-	n.ctx, n.cancel = context.WithCancel(context.Background())
 	obs := make(chan raft.Observation, 64)
 	n.observer = raft.NewObserver(obs, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
@@ -536,7 +536,7 @@ func (n *Node) Leader() (raft.ServerID, raft.ServerAddress) {
 // Configuration returns the latest raft configuration.
 func (n *Node) Configuration() (raft.Configuration, error) {
 	f := n.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
+	if err := n.await(f); err != nil {
 		return raft.Configuration{}, err
 	}
 	return f.Configuration(), nil
@@ -568,7 +568,7 @@ func (n *Node) Shutdown(ctx context.Context, leave bool) error {
 			}
 		}
 		if n.IsLeader() && n.otherVoters() > 0 {
-			if err := n.raft.LeadershipTransfer().Error(); err != nil {
+			if err := n.await(n.raft.LeadershipTransfer()); err != nil {
 				n.log.Warn("leadership transfer before shutdown failed", "err", err)
 			} else {
 				n.log.Info("leadership transferred before shutdown", "took", n.cfg.Now().Sub(start))
@@ -662,7 +662,7 @@ func (n *Node) markDamaged(index uint64, err error) {
 	n.log.Error("damaged raft log entry: this member stops serving", "index", index, "err", err)
 	if n.raft != nil && n.IsLeader() {
 		go func() {
-			if err := n.raft.LeadershipTransfer().Error(); err != nil {
+			if err := n.await(n.raft.LeadershipTransfer()); err != nil {
 				n.log.Warn("handing leadership over from a damaged member", "err", err)
 			}
 		}()

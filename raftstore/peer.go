@@ -254,7 +254,7 @@ func (n *Node) removeCall(id raft.ServerID, hops uint32) leaderCall {
 // remains.
 func (n *Node) removeOnLeader(ctx context.Context, id raft.ServerID) error {
 	if id == n.id {
-		if err := n.raft.LeadershipTransfer().Error(); err != nil {
+		if err := n.await(n.raft.LeadershipTransfer()); err != nil {
 			return status.Errorf(codes.Unavailable, "handing leadership over before removing %s: %v", id, err)
 		}
 		return status.Errorf(codes.Unavailable, "leadership handed over so that %s can be removed; retry", id)
@@ -281,7 +281,7 @@ func (n *Node) removeOnLeader(ctx context.Context, id raft.ServerID) error {
 			n.log.Warn("no replacement promoted for a leaving voter", "leaving", string(id), "err", err)
 		}
 	}
-	if err := n.raft.RemoveServer(id, 0, 10*time.Second).Error(); err != nil {
+	if err := n.await(n.raft.RemoveServer(id, 0, 10*time.Second)); err != nil {
 		return raftStatus(err)
 	}
 	n.log.Info("member removed from the configuration", "removed", string(id))
@@ -363,7 +363,7 @@ func (n *Node) voterCount() int {
 // commit index (within MaxLag). It runs on the leader.
 func (n *Node) promoteReplacement(ctx context.Context, leaving raft.ServerID) (raft.ServerID, error) {
 	cf := n.raft.GetConfiguration()
-	if err := cf.Error(); err != nil {
+	if err := n.await(cf); err != nil {
 		return "", err
 	}
 	commit := n.raft.CommitIndex()
@@ -384,7 +384,7 @@ func (n *Node) promoteReplacement(ctx context.Context, leaving raft.ServerID) (r
 			why = append(why, fmt.Sprintf("%s: applied %d of %d", s.ID, info.GetAppliedIndex(), commit))
 			continue
 		}
-		if err := n.raft.AddVoter(s.ID, s.Address, cf.Index(), 10*time.Second).Error(); err != nil {
+		if err := n.await(n.raft.AddVoter(s.ID, s.Address, cf.Index(), 10*time.Second)); err != nil {
 			return "", err
 		}
 		return s.ID, nil
@@ -474,12 +474,12 @@ func (n *Node) admit(id raft.ServerID, addr raft.ServerAddress) (string, error) 
 			}
 			reason = "its configured address now belongs to " + string(id) + "; it moved to " + string(moved) + " and joins again there"
 		}
-		if err := n.raft.RemoveServer(s.ID, 0, 10*time.Second).Error(); err != nil {
+		if err := n.await(n.raft.RemoveServer(s.ID, 0, 10*time.Second)); err != nil {
 			return "", raftStatus(err)
 		}
 		n.log.Info("member removed", "removed", string(s.ID), "suffrage", s.Suffrage.String(), "reason", reason)
 	}
-	if err := n.raft.AddNonvoter(id, addr, 0, 10*time.Second).Error(); err != nil {
+	if err := n.await(n.raft.AddNonvoter(id, addr, 0, 10*time.Second)); err != nil {
 		return "", raftStatus(err)
 	}
 	n.log.Info("member joined as non-voter", "peer", string(id), "address", string(addr))

@@ -103,7 +103,7 @@ func (n *Node) propose(ctx context.Context, cmd *storepb.Command) (*storepb.Resu
 		}
 	}
 	f := n.raft.Apply(b, timeout)
-	if err := f.Error(); err != nil {
+	if err := n.await(f); err != nil {
 		return nil, err
 	}
 	res, ok := f.Response().(*storepb.Result)
@@ -219,7 +219,7 @@ func (n *Node) runNudger(ctx context.Context) {
 		case <-n.nudgeCh:
 		}
 		if n.IsLeader() {
-			_ = n.raft.Barrier(time.Second).Error()
+			_ = n.await(n.raft.Barrier(time.Second))
 		}
 	}
 }

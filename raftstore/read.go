@@ -81,13 +81,13 @@ func (n *Node) readIndexLocal(ctx context.Context) (uint64, error) {
 		if dl, ok := ctx.Deadline(); ok {
 			timeout = min(timeout, max(0, time.Until(dl)))
 		}
-		if err := n.raft.Barrier(timeout).Error(); err != nil {
+		if err := n.await(n.raft.Barrier(timeout)); err != nil {
 			return 0, err
 		}
 		n.barrierTerm.Store(term)
 	}
 	index := n.raft.CommitIndex()
-	if err := n.raft.VerifyLeader().Error(); err != nil {
+	if err := n.await(n.raft.VerifyLeader()); err != nil {
 		return 0, err
 	}
 	if n.raft.CurrentTerm() != term {

@@ -64,7 +64,7 @@ func (n *Node) transferOnLeader(target raft.ServerID, from string) error {
 		fut = n.raft.LeadershipTransferToServer(to.ID, to.Address)
 	}
 	start := time.Now()
-	if err := fut.Error(); err != nil {
+	if err := n.await(fut); err != nil {
 		return status.Errorf(codes.Unavailable, "handing leadership over%s: %v (after %s)", towards(target), err, time.Since(start).Round(time.Millisecond))
 	}
 	n.log.Info("leadership handed over on request", "to", string(target))
