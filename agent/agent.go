@@ -115,6 +115,32 @@ type Agent struct {
 	srv     *server
 	// kick wakes the hook loop (config changed).
 	kick chan struct{}
+	// cursorRaw and cursor are the hook loop's last decoded cursor (see
+	// cursorOf); only the hook loop touches them.
+	cursorRaw []byte
+	cursor    Cursor
+}
+
+// cursorOf returns the unit's cursor in st. The hook loop reads it after
+// every entry its member applies, and a unit in many relations has a
+// large cursor (94 KB with 1000 relations, 2.6 ms to decode: see
+// BenchmarkDecodeCursorAtScale), which changes only when the unit's own
+// hooks commit: the last decoding is reused while the stored bytes are the
+// same. Nothing changes a decoded cursor in place (see dueHooks).
+func (a *Agent) cursorOf(st *state.State, unit string) (Cursor, error) {
+	raw := st.Cursor(unit)
+	if a.cursorRaw != nil && bytes.Equal(raw, a.cursorRaw) {
+		return a.cursor, nil
+	}
+	c, err := DecodeCursor(raw)
+	if err != nil {
+		return c, err
+	}
+	a.cursorRaw, a.cursor = raw, c
+	if raw == nil {
+		a.cursorRaw = []byte{}
+	}
+	return c, nil
 }
 
 // New checks the configuration and returns an agent.
@@ -342,7 +368,7 @@ func (a *Agent) runUnit(ctx context.Context, unit string) error {
 		}
 		a.ensureAddress(ctx)
 		st = a.node.State()
-		cur, err := DecodeCursor(st.Cursor(unit))
+		cur, err := a.cursorOf(st, unit)
 		if err != nil {
 			return err
 		}

@@ -244,8 +244,20 @@ func Due(v View, cur Cursor, id HookID) (Hook, bool) {
 // dueHooks calls yield with each hook due for the unit, in Next's order of
 // priority, until yield returns false. Each is decided from cur as it is:
 // the first is the one Next returns.
+//
+// It runs after every entry the member applies, on every unit, mostly to
+// find nothing due: that path allocates nothing per relation (see
+// relationQuiet). c shares cur's maps, which nothing here changes in place;
+// each hook's Next is a copy of its own.
 func dueHooks(v View, cur Cursor, yield func(Hook) bool) {
-	c := cur.clone()
+	c := cur
+	{
+		yieldTo := yield
+		yield = func(h Hook) bool {
+			h.Next = h.Next.clone()
+			return yieldTo(h)
+		}
+	}
 	st := v.State
 	lease := st.Lease()
 	leader := lease.HeldBy(v.Unit, v.Now)
@@ -318,21 +330,28 @@ func dueHooks(v View, cur Cursor, yield func(Hook) bool) {
 		return
 	}
 
-	present := map[int64]bool{}
+	known := 0 // relations of the state the cursor knows
 	for _, r := range rels {
-		present[r.ID] = true
+		if _, ok := c.Relations[r.ID]; ok {
+			known++
+		}
+		if relationQuiet(c.Relations[r.ID], v, r, leader) {
+			continue
+		}
 		var more bool
 		if c, more = relationEvents(c, v, r, leader, yield); !more {
 			return
 		}
 	}
 	var gone []int64
-	for id := range c.Relations {
-		if !present[id] {
-			gone = append(gone, id)
+	if known != len(c.Relations) {
+		for id := range c.Relations {
+			if _, ok := st.Relation(id); !ok {
+				gone = append(gone, id)
+			}
 		}
+		slices.Sort(gone)
 	}
-	slices.Sort(gone)
 	for _, id := range gone {
 		rc := c.Relations[id]
 		r := &state.Relation{ID: id, Endpoint: rc.Endpoint, Peer: rc.Peer}
@@ -462,6 +481,39 @@ func relationEvents(c Cursor, v View, r *state.Relation, leader bool, yield func
 	return c, true
 }
 
+// relationQuiet reports, without allocating, that relationEvents would
+// yield nothing for r and leave the cursor as it is: the unit was told of
+// the relation's creation, of every member's bag at its current revision,
+// of the application bag, and of every departure. False means only that
+// relationEvents must decide.
+func relationQuiet(rc *RelationCursor, v View, r *state.Relation, leader bool) bool {
+	if rc == nil || !rc.Created || rc.ChangedPending != "" {
+		return false
+	}
+	appOwner := r.RemoteApp
+	if r.Peer {
+		appOwner = v.State.App()
+	}
+	var appRev uint64
+	if b, ok := v.State.Bag(r.ID, appOwner); ok {
+		appRev = b.Revision
+	}
+	if appRev != rc.AppRev {
+		return false
+	}
+	quiet, n := true, 0
+	eachMember(v.State, r, v.Unit, func(u string, rev uint64) bool {
+		n++
+		if seen, ok := rc.Units[u]; !ok || seen != rev {
+			quiet = false
+		}
+		return quiet
+	})
+	// Every member is known at its revision; as many as the cursor knows:
+	// none departed.
+	return quiet && n == len(rc.Units)
+}
+
 // relationHook builds a relation hook whose Next cursor is c changed by
 // update.
 func relationHook(c Cursor, r *state.Relation, name, remoteUnit, remoteApp string, update func(*RelationCursor), departing ...string) Hook {
@@ -488,25 +540,35 @@ func relationHook(c Cursor, r *state.Relation, name, remoteUnit, remoteApp strin
 // units that have a bag in it.
 func Members(st *state.State, r *state.Relation, unit string) map[string]uint64 {
 	out := map[string]uint64{}
+	eachMember(st, r, unit, func(u string, rev uint64) bool {
+		out[u] = rev
+		return true
+	})
+	return out
+}
+
+// eachMember calls fn with each of Members' units and revisions, in no
+// promised order, until fn returns false.
+func eachMember(st *state.State, r *state.Relation, unit string, fn func(unit string, rev uint64) bool) {
 	if r.Peer {
-		for _, u := range st.Units() {
+		st.EachUnit(func(u *state.Unit) bool {
 			if u.State == state.UnitRemoved || u.Name == unit {
-				continue
+				return true
 			}
 			var rev uint64
 			if b, ok := st.Bag(r.ID, u.Name); ok {
 				rev = b.Revision
 			}
-			out[u.Name] = rev
-		}
-		return out
+			return fn(u.Name, rev)
+		})
+		return
 	}
-	for _, b := range st.Bags(r.ID) {
+	st.EachBag(r.ID, func(b *state.Bag) bool {
 		if app, _, ok := state.ParseUnitName(b.Owner); ok && app == r.RemoteApp {
-			out[b.Owner] = b.Revision
+			return fn(b.Owner, b.Revision)
 		}
-	}
-	return out
+		return true
+	})
 }
 
 func appOf(unit string) string {

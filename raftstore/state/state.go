@@ -281,7 +281,11 @@ func (s *State) FindRelation(endpoint, remoteApp, remoteEndpoint string) (*Relat
 
 // Bag returns one bag. A bag that was never written is reported as absent.
 func (s *State) Bag(relationID int64, owner string) (*Bag, bool) {
-	return s.bags.Get(bagKey(relationID, owner))
+	// The key is built on the stack: the agent looks bags up after every
+	// entry applied, on every relation.
+	var buf [64]byte
+	k := binary.BigEndian.AppendUint64(buf[:0], uint64(relationID))
+	return s.bags.Get(append(k, owner...))
 }
 
 // Bags returns every bag of a relation, ordered by owner.
@@ -295,14 +299,28 @@ func (s *State) Bags(relationID int64) []*Bag {
 	return out
 }
 
+// EachBag calls fn with every bag of a relation, ordered by owner, until
+// fn returns false: Bags without the slice.
+func (s *State) EachBag(relationID int64, fn func(*Bag) bool) {
+	s.bags.Root().WalkPrefix(relKey(relationID), func(_ []byte, b *Bag) bool { return !fn(b) })
+}
+
 // Units returns every unit, removed ones included, ordered by number.
 func (s *State) Units() []*Unit {
 	var out []*Unit
-	it := s.units.Root().Iterator()
-	for _, u, ok := it.Next(); ok; _, u, ok = it.Next() {
+	s.EachUnit(func(u *Unit) bool {
 		out = append(out, u)
-	}
+		return true
+	})
 	return out
+}
+
+// EachUnit calls fn with every unit, removed ones included, ordered by
+// number, until fn returns false.
+func (s *State) EachUnit(fn func(*Unit) bool) {
+	it := s.units.Root().Iterator()
+	for _, u, ok := it.Next(); ok && fn(u); _, u, ok = it.Next() {
+	}
 }
 
 // Unit returns the unit with the given name ("app/3").
