@@ -437,14 +437,7 @@ func relationEvents(c Cursor, v View, r *state.Relation, leader bool, yield func
 			}
 		}
 	}
-	appOwner := r.RemoteApp
-	if r.Peer {
-		appOwner = v.State.App()
-	}
-	var appRev uint64
-	if b, ok := v.State.Bag(r.ID, appOwner); ok {
-		appRev = b.Revision
-	}
+	appOwner, appRev := appBag(v.State, r)
 	if appRev != rc.AppRev {
 		if r.Peer && leader {
 			// The leader is not told of the peer application bag it writes.
@@ -490,15 +483,7 @@ func relationQuiet(rc *RelationCursor, v View, r *state.Relation, leader bool) b
 	if rc == nil || !rc.Created || rc.ChangedPending != "" {
 		return false
 	}
-	appOwner := r.RemoteApp
-	if r.Peer {
-		appOwner = v.State.App()
-	}
-	var appRev uint64
-	if b, ok := v.State.Bag(r.ID, appOwner); ok {
-		appRev = b.Revision
-	}
-	if appRev != rc.AppRev {
+	if _, appRev := appBag(v.State, r); appRev != rc.AppRev {
 		return false
 	}
 	quiet, n := true, 0
@@ -512,6 +497,20 @@ func relationQuiet(rc *RelationCursor, v View, r *state.Relation, leader bool) b
 	// Every member is known at its revision; as many as the cursor knows:
 	// none departed.
 	return quiet && n == len(rc.Units)
+}
+
+// appBag returns the owner of the application bag a unit is told of in
+// r (the remote application, or its own for a peer relation) and the
+// bag's revision (0: never written).
+func appBag(st *state.State, r *state.Relation) (string, uint64) {
+	owner := r.RemoteApp
+	if r.Peer {
+		owner = st.App()
+	}
+	if b, ok := st.Bag(r.ID, owner); ok {
+		return owner, b.Revision
+	}
+	return owner, 0
 }
 
 // relationHook builds a relation hook whose Next cursor is c changed by
