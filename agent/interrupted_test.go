@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/bagkeeper/bagkeeper/raftstore/state"
 	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
 )
@@ -115,9 +117,15 @@ type countingStore struct {
 
 func (c *countingStore) Apply(ctx context.Context, cmd *storepb.Command) (*storepb.Result, error) {
 	if ops := cmd.GetOps(); len(ops) >= 1 {
-		if sc := ops[len(ops)-1].GetSetCursor(); sc != nil {
+		last := ops[len(ops)-1]
+		prev, next := last.GetSetCursor().GetPrevious(), last.GetSetCursor().GetCursor()
+		if pc := last.GetPatchCursor(); pc != nil {
+			prev = c.Store.State().Cursor(pc.GetUnit())
+			next, _ = state.PatchedCursor(prev, pc)
+		}
+		if last.GetSetCursor() != nil || last.GetPatchCursor() != nil {
 			c.mu.Lock()
-			if len(ops) == 1 && recordOnly(sc.GetPrevious(), sc.GetCursor()) {
+			if len(ops) == 1 && recordOnly(prev, next) {
 				c.records++
 			} else {
 				c.hookCs++
@@ -179,4 +187,72 @@ func TestHookRecordRidesOnThePreviousCommit(t *testing.T) {
 	if r, h := cs.counts(); r != 2 || h != 17 {
 		t.Errorf("after four changes at once: %d record-only commits and %d hook commits, want 2 and 17", r, h)
 	}
+}
+
+// TestAUnitInManyRelationsCommitsItsCursorByItsEdits: once the cursor is
+// large, each hook's commit carries the edits of the cursor, not the whole
+// cursor twice (state.AdvanceCursorOp), and the cursor the store ends with
+// is the one the unit decided on: nothing is left due.
+func TestAUnitInManyRelationsCommitsItsCursorByItsEdits(t *testing.T) {
+	s := newMemStore(t)
+	s.Must(state.ClaimUnitOp("app-0/x", "app-0", 0, 0))
+	s.Must(state.ClaimLeaseOp("app/0", "app-0/x", int64(time.Minute)))
+	for i := range 40 {
+		remote := fmt.Sprintf("r%d", i)
+		id := s.Must(state.OfferedRelationOp(fmt.Sprintf("db%d", i), "pgsql", remote, "database")).GetOps()[0].GetRelationId()
+		s.Must(state.SetRemoteViewOp(id, remote, "m", 1, map[string]string{"k": "v"}, map[string]map[string]string{remote + "/0": {"k": "v"}}))
+	}
+	cs := &cursorOpStore{Store: s}
+	a := startAgent(t, s, charm(t, ""), func(c *Config) { c.Store = cs })
+	var cur Cursor
+	waitFor(t, "every relation's hooks", func() error {
+		cur, _ = DecodeCursor(s.State().Cursor("app/0"))
+		if n := len(cur.Relations); n < 40 || cur.Running != nil {
+			return fmt.Errorf("%d relations known, %v running", n, cur.Running)
+		}
+		for id, rc := range cur.Relations {
+			if !rc.Peer && (len(rc.Units) == 0 || rc.AppRev == 0) {
+				return fmt.Errorf("relation %d: %+v", id, rc)
+			}
+		}
+		return nil
+	})
+	v := View{State: s.State(), Unit: "app/0", Pod: a.cfg.Pod, ConfigHash: a.configHash(), Now: a.now()}
+	if h, due := Next(v, cur); due {
+		t.Fatalf("%s still due with the stored cursor", h.FullName())
+	}
+	patches, wholes, patchBytes, wholeBytes := cs.counts()
+	t.Logf("%d patches of %d bytes, %d whole cursors of %d bytes; the cursor is %d bytes", patches, patchBytes, wholes, wholeBytes, len(s.State().Cursor("app/0")))
+	if patches < 100 || patchBytes/patches > 400 {
+		t.Fatalf("%d patches of %d bytes (%d whole cursors): want the hooks of 40 relations to commit small patches", patches, patchBytes, wholes)
+	}
+}
+
+// cursorOpStore counts the cursor operations committed, and their sizes.
+type cursorOpStore struct {
+	Store
+	mu                                      sync.Mutex
+	patches, wholes, patchBytes, wholeBytes int
+}
+
+func (c *cursorOpStore) Apply(ctx context.Context, cmd *storepb.Command) (*storepb.Result, error) {
+	for _, op := range cmd.GetOps() {
+		c.mu.Lock()
+		switch {
+		case op.GetPatchCursor() != nil:
+			c.patches++
+			c.patchBytes += proto.Size(op)
+		case op.GetSetCursor() != nil:
+			c.wholes++
+			c.wholeBytes += proto.Size(op)
+		}
+		c.mu.Unlock()
+	}
+	return c.Store.Apply(ctx, cmd)
+}
+
+func (c *cursorOpStore) counts() (patches, wholes, patchBytes, wholeBytes int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.patches, c.wholes, c.patchBytes, c.wholeBytes
 }

@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"sort"
 	"time"
 
@@ -263,6 +264,8 @@ func (t *txn) applyOp(op *storepb.Op) (*storepb.OpResult, *CommandError) {
 		return t.checkLease(o.CheckLease)
 	case *storepb.Op_SetCursor:
 		return t.setCursor(o.SetCursor)
+	case *storepb.Op_PatchCursor:
+		return t.patchCursor(o.PatchCursor)
 	case *storepb.Op_SetStatus:
 		return t.setStatus(o.SetStatus)
 	case *storepb.Op_SetHookError:
@@ -846,6 +849,24 @@ func (t *txn) setCursor(o *storepb.SetCursor) (*storepb.OpResult, *CommandError)
 		return nil, opErr(storepb.ErrorCode_TOO_LARGE, "cursor of %d bytes is over the %d byte limit", len(o.GetCursor()), MaxCursorSize)
 	}
 	t.cursorTxn().Insert([]byte(o.GetUnit()), append([]byte(nil), o.GetCursor()...))
+	return &storepb.OpResult{}, nil
+}
+
+func (t *txn) patchCursor(o *storepb.PatchCursor) (*storepb.OpResult, *CommandError) {
+	if _, err := t.liveUnit(o.GetUnit()); err != nil {
+		return nil, err
+	}
+	cur, _ := t.cursorTxn().Get([]byte(o.GetUnit()))
+	next, err := PatchedCursor(cur, o)
+	switch {
+	case errors.Is(err, errCursorMoved):
+		return nil, opErr(storepb.ErrorCode_CONFLICT, "the event cursor of %s moved on since the hook was decided", o.GetUnit())
+	case err != nil:
+		return nil, opErr(storepb.ErrorCode_INVALID, "cursor patch for %s: %v", o.GetUnit(), err)
+	case len(next) > MaxCursorSize:
+		return nil, opErr(storepb.ErrorCode_TOO_LARGE, "cursor of %d bytes is over the %d byte limit", len(next), MaxCursorSize)
+	}
+	t.cursorTxn().Insert([]byte(o.GetUnit()), next)
 	return &storepb.OpResult{}, nil
 }
 

@@ -463,6 +463,8 @@ func FuzzApplyCommand(f *testing.F) {
 	seed(state.ClaimUnitOp("m", "p", -1, 0))
 	seed(state.EnsureRelationOp("peers", "x", true, "", ""), state.UpdateBagOp(0, "app/0", map[string]string{"a": "b"}, "c"))
 	seed(state.ClaimLeaseOp("app/0", "m", 10), state.CheckLeaseOp("app/0"), state.RemoveUnitOp("app/0", 0, ""))
+	big := bigCursor(-1, "")
+	seed(state.SetCursorOp("app/0", big), state.AdvanceCursorOp("app/0", big, bigCursor(3, "x")))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m := statetest.New(t, "app")
 		m.Relation("peers", "iface")

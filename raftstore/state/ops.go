@@ -121,10 +121,7 @@ func SetCursorOp(unit string, cursor []byte) *storepb.Op {
 	return &storepb.Op{Op: &storepb.Op_SetCursor{SetCursor: &storepb.SetCursor{Unit: unit, Cursor: cursor}}}
 }
 
-// AdvanceCursorOp stores a unit's cursor if it is still previous.
-func AdvanceCursorOp(unit string, previous, cursor []byte) *storepb.Op {
-	return &storepb.Op{Op: &storepb.Op_SetCursor{SetCursor: &storepb.SetCursor{Unit: unit, Cursor: cursor, CheckPrevious: true, Previous: previous}}}
-}
+// AdvanceCursorOp: see cursorpatch.go.
 
 // SetStatusOp sets the workload status of a unit or (owner = application
 // name) of the application.

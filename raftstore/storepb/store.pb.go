@@ -397,6 +397,7 @@ type Op struct {
 	//	*Op_ForgetDivergence
 	//	*Op_StartGeneration
 	//	*Op_SetRemoteView
+	//	*Op_PatchCursor
 	//	*Op_CreateSecret
 	//	*Op_UpdateSecret
 	//	*Op_RemoveSecret
@@ -668,6 +669,15 @@ func (x *Op) GetSetRemoteView() *SetRemoteView {
 	return nil
 }
 
+func (x *Op) GetPatchCursor() *PatchCursor {
+	if x != nil {
+		if x, ok := x.Op.(*Op_PatchCursor); ok {
+			return x.PatchCursor
+		}
+	}
+	return nil
+}
+
 func (x *Op) GetCreateSecret() *CreateSecret {
 	if x != nil {
 		if x, ok := x.Op.(*Op_CreateSecret); ok {
@@ -885,6 +895,10 @@ type Op_SetRemoteView struct {
 	SetRemoteView *SetRemoteView `protobuf:"bytes,24,opt,name=set_remote_view,json=setRemoteView,proto3,oneof"`
 }
 
+type Op_PatchCursor struct {
+	PatchCursor *PatchCursor `protobuf:"bytes,25,opt,name=patch_cursor,json=patchCursor,proto3,oneof"`
+}
+
 type Op_CreateSecret struct {
 	// Secrets (100-119; see raftstore/state/secrets.go).
 	CreateSecret *CreateSecret `protobuf:"bytes,100,opt,name=create_secret,json=createSecret,proto3,oneof"`
@@ -987,6 +1001,8 @@ func (*Op_ForgetDivergence) isOp_Op() {}
 func (*Op_StartGeneration) isOp_Op() {}
 
 func (*Op_SetRemoteView) isOp_Op() {}
+
+func (*Op_PatchCursor) isOp_Op() {}
 
 func (*Op_CreateSecret) isOp_Op() {}
 
@@ -3196,6 +3212,144 @@ func (x *SetCursor) GetPrevious() []byte {
 	return nil
 }
 
+// PatchCursor changes a unit's event-delivery cursor by a few edits
+// instead of sending it whole: a unit in many relations has a cursor of
+// tens of kilobytes, of which a hook changes a few bytes. The command
+// fails unless the unit's cursor now has the digest base_sha256
+// (compare-and-set, as SetCursor's check_previous), and unless the edits
+// produce a cursor with the digest result_sha256 (so a wrong patch is never
+// stored). Digests are SHA-256.
+type PatchCursor struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Unit       string                 `protobuf:"bytes,1,opt,name=unit,proto3" json:"unit,omitempty"`
+	BaseSha256 []byte                 `protobuf:"bytes,2,opt,name=base_sha256,json=baseSha256,proto3" json:"base_sha256,omitempty"`
+	// Edits of the current cursor, ordered by offset, not overlapping.
+	Edits         []*CursorEdit `protobuf:"bytes,3,rep,name=edits,proto3" json:"edits,omitempty"`
+	ResultSha256  []byte        `protobuf:"bytes,4,opt,name=result_sha256,json=resultSha256,proto3" json:"result_sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PatchCursor) Reset() {
+	*x = PatchCursor{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PatchCursor) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PatchCursor) ProtoMessage() {}
+
+func (x *PatchCursor) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PatchCursor.ProtoReflect.Descriptor instead.
+func (*PatchCursor) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *PatchCursor) GetUnit() string {
+	if x != nil {
+		return x.Unit
+	}
+	return ""
+}
+
+func (x *PatchCursor) GetBaseSha256() []byte {
+	if x != nil {
+		return x.BaseSha256
+	}
+	return nil
+}
+
+func (x *PatchCursor) GetEdits() []*CursorEdit {
+	if x != nil {
+		return x.Edits
+	}
+	return nil
+}
+
+func (x *PatchCursor) GetResultSha256() []byte {
+	if x != nil {
+		return x.ResultSha256
+	}
+	return nil
+}
+
+// CursorEdit replaces delete bytes at offset of the current cursor with
+// insert.
+type CursorEdit struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Offset        uint32                 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	Delete        uint32                 `protobuf:"varint,2,opt,name=delete,proto3" json:"delete,omitempty"`
+	Insert        []byte                 `protobuf:"bytes,3,opt,name=insert,proto3" json:"insert,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CursorEdit) Reset() {
+	*x = CursorEdit{}
+	mi := &file_raftstore_storepb_store_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CursorEdit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CursorEdit) ProtoMessage() {}
+
+func (x *CursorEdit) ProtoReflect() protoreflect.Message {
+	mi := &file_raftstore_storepb_store_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CursorEdit.ProtoReflect.Descriptor instead.
+func (*CursorEdit) Descriptor() ([]byte, []int) {
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *CursorEdit) GetOffset() uint32 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *CursorEdit) GetDelete() uint32 {
+	if x != nil {
+		return x.Delete
+	}
+	return 0
+}
+
+func (x *CursorEdit) GetInsert() []byte {
+	if x != nil {
+		return x.Insert
+	}
+	return nil
+}
+
 // SetStatus sets the workload status a charm reports for a unit or, with
 // an application name as owner, for the application.
 type SetStatus struct {
@@ -3211,7 +3365,7 @@ type SetStatus struct {
 
 func (x *SetStatus) Reset() {
 	*x = SetStatus{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[36]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3223,7 +3377,7 @@ func (x *SetStatus) String() string {
 func (*SetStatus) ProtoMessage() {}
 
 func (x *SetStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[36]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3236,7 +3390,7 @@ func (x *SetStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetStatus.ProtoReflect.Descriptor instead.
 func (*SetStatus) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{36}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SetStatus) GetOwner() string {
@@ -3290,7 +3444,7 @@ type SetHookError struct {
 
 func (x *SetHookError) Reset() {
 	*x = SetHookError{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[37]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3302,7 +3456,7 @@ func (x *SetHookError) String() string {
 func (*SetHookError) ProtoMessage() {}
 
 func (x *SetHookError) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[37]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3315,7 +3469,7 @@ func (x *SetHookError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetHookError.ProtoReflect.Descriptor instead.
 func (*SetHookError) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{37}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SetHookError) GetUnit() string {
@@ -3379,7 +3533,7 @@ type SetWorkloadVersion struct {
 
 func (x *SetWorkloadVersion) Reset() {
 	*x = SetWorkloadVersion{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[38]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3391,7 +3545,7 @@ func (x *SetWorkloadVersion) String() string {
 func (*SetWorkloadVersion) ProtoMessage() {}
 
 func (x *SetWorkloadVersion) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[38]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3404,7 +3558,7 @@ func (x *SetWorkloadVersion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetWorkloadVersion.ProtoReflect.Descriptor instead.
 func (*SetWorkloadVersion) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{38}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SetWorkloadVersion) GetUnit() string {
@@ -3435,7 +3589,7 @@ type Port struct {
 
 func (x *Port) Reset() {
 	*x = Port{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[39]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3447,7 +3601,7 @@ func (x *Port) String() string {
 func (*Port) ProtoMessage() {}
 
 func (x *Port) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[39]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3460,7 +3614,7 @@ func (x *Port) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Port.ProtoReflect.Descriptor instead.
 func (*Port) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{39}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Port) GetEndpoint() string {
@@ -3503,7 +3657,7 @@ type UpdatePorts struct {
 
 func (x *UpdatePorts) Reset() {
 	*x = UpdatePorts{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[40]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3515,7 +3669,7 @@ func (x *UpdatePorts) String() string {
 func (*UpdatePorts) ProtoMessage() {}
 
 func (x *UpdatePorts) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[40]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3528,7 +3682,7 @@ func (x *UpdatePorts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdatePorts.ProtoReflect.Descriptor instead.
 func (*UpdatePorts) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{40}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *UpdatePorts) GetUnit() string {
@@ -3563,7 +3717,7 @@ type ReleaseLease struct {
 
 func (x *ReleaseLease) Reset() {
 	*x = ReleaseLease{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[41]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3575,7 +3729,7 @@ func (x *ReleaseLease) String() string {
 func (*ReleaseLease) ProtoMessage() {}
 
 func (x *ReleaseLease) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[41]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3588,7 +3742,7 @@ func (x *ReleaseLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseLease.ProtoReflect.Descriptor instead.
 func (*ReleaseLease) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{41}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ReleaseLease) GetUnit() string {
@@ -3616,7 +3770,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[42]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3628,7 +3782,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[42]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3641,7 +3795,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{42}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Result) GetErrorCode() ErrorCode {
@@ -3697,7 +3851,7 @@ type OpResult struct {
 
 func (x *OpResult) Reset() {
 	*x = OpResult{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[43]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3709,7 +3863,7 @@ func (x *OpResult) String() string {
 func (*OpResult) ProtoMessage() {}
 
 func (x *OpResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[43]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3722,7 +3876,7 @@ func (x *OpResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpResult.ProtoReflect.Descriptor instead.
 func (*OpResult) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{43}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *OpResult) GetUnit() string {
@@ -3787,7 +3941,7 @@ type SnapshotRecord struct {
 
 func (x *SnapshotRecord) Reset() {
 	*x = SnapshotRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[44]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3799,7 +3953,7 @@ func (x *SnapshotRecord) String() string {
 func (*SnapshotRecord) ProtoMessage() {}
 
 func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[44]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3812,7 +3966,7 @@ func (x *SnapshotRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRecord.ProtoReflect.Descriptor instead.
 func (*SnapshotRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{44}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *SnapshotRecord) GetRecord() isSnapshotRecord_Record {
@@ -4051,7 +4205,7 @@ type DivergenceRecord struct {
 
 func (x *DivergenceRecord) Reset() {
 	*x = DivergenceRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[45]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4063,7 +4217,7 @@ func (x *DivergenceRecord) String() string {
 func (*DivergenceRecord) ProtoMessage() {}
 
 func (x *DivergenceRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[45]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4076,7 +4230,7 @@ func (x *DivergenceRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DivergenceRecord.ProtoReflect.Descriptor instead.
 func (*DivergenceRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{45}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DivergenceRecord) GetMemberId() string {
@@ -4127,7 +4281,7 @@ type SessionRecord struct {
 
 func (x *SessionRecord) Reset() {
 	*x = SessionRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[46]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4139,7 +4293,7 @@ func (x *SessionRecord) String() string {
 func (*SessionRecord) ProtoMessage() {}
 
 func (x *SessionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[46]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4152,7 +4306,7 @@ func (x *SessionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionRecord.ProtoReflect.Descriptor instead.
 func (*SessionRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{46}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SessionRecord) GetClientId() string {
@@ -4193,7 +4347,7 @@ type SessionResult struct {
 
 func (x *SessionResult) Reset() {
 	*x = SessionResult{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[47]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4205,7 +4359,7 @@ func (x *SessionResult) String() string {
 func (*SessionResult) ProtoMessage() {}
 
 func (x *SessionResult) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[47]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4218,7 +4372,7 @@ func (x *SessionResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionResult.ProtoReflect.Descriptor instead.
 func (*SessionResult) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{47}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SessionResult) GetSequence() uint64 {
@@ -4247,7 +4401,7 @@ type ClaimantRecord struct {
 
 func (x *ClaimantRecord) Reset() {
 	*x = ClaimantRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[48]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4259,7 +4413,7 @@ func (x *ClaimantRecord) String() string {
 func (*ClaimantRecord) ProtoMessage() {}
 
 func (x *ClaimantRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[48]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4272,7 +4426,7 @@ func (x *ClaimantRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClaimantRecord.ProtoReflect.Descriptor instead.
 func (*ClaimantRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{48}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ClaimantRecord) GetMemberId() string {
@@ -4309,7 +4463,7 @@ type StatusRecord struct {
 
 func (x *StatusRecord) Reset() {
 	*x = StatusRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[49]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4321,7 +4475,7 @@ func (x *StatusRecord) String() string {
 func (*StatusRecord) ProtoMessage() {}
 
 func (x *StatusRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[49]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4334,7 +4488,7 @@ func (x *StatusRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRecord.ProtoReflect.Descriptor instead.
 func (*StatusRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{49}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *StatusRecord) GetOwner() string {
@@ -4396,7 +4550,7 @@ type UnitExtraRecord struct {
 
 func (x *UnitExtraRecord) Reset() {
 	*x = UnitExtraRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[50]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4408,7 +4562,7 @@ func (x *UnitExtraRecord) String() string {
 func (*UnitExtraRecord) ProtoMessage() {}
 
 func (x *UnitExtraRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[50]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4421,7 +4575,7 @@ func (x *UnitExtraRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnitExtraRecord.ProtoReflect.Descriptor instead.
 func (*UnitExtraRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{50}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *UnitExtraRecord) GetUnit() string {
@@ -4531,7 +4685,7 @@ type SnapshotHeader struct {
 
 func (x *SnapshotHeader) Reset() {
 	*x = SnapshotHeader{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[51]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4543,7 +4697,7 @@ func (x *SnapshotHeader) String() string {
 func (*SnapshotHeader) ProtoMessage() {}
 
 func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[51]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4556,7 +4710,7 @@ func (x *SnapshotHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotHeader.ProtoReflect.Descriptor instead.
 func (*SnapshotHeader) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{51}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *SnapshotHeader) GetVersion() uint32 {
@@ -4661,7 +4815,7 @@ type SnapshotEnd struct {
 
 func (x *SnapshotEnd) Reset() {
 	*x = SnapshotEnd{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[52]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4673,7 +4827,7 @@ func (x *SnapshotEnd) String() string {
 func (*SnapshotEnd) ProtoMessage() {}
 
 func (x *SnapshotEnd) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[52]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4686,7 +4840,7 @@ func (x *SnapshotEnd) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotEnd.ProtoReflect.Descriptor instead.
 func (*SnapshotEnd) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{52}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *SnapshotEnd) GetRecords() uint64 {
@@ -4716,7 +4870,7 @@ type Lease struct {
 
 func (x *Lease) Reset() {
 	*x = Lease{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[53]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4728,7 +4882,7 @@ func (x *Lease) String() string {
 func (*Lease) ProtoMessage() {}
 
 func (x *Lease) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[53]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4741,7 +4895,7 @@ func (x *Lease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lease.ProtoReflect.Descriptor instead.
 func (*Lease) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{53}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Lease) GetUnit() string {
@@ -4799,7 +4953,7 @@ type RelationRecord struct {
 
 func (x *RelationRecord) Reset() {
 	*x = RelationRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[54]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4811,7 +4965,7 @@ func (x *RelationRecord) String() string {
 func (*RelationRecord) ProtoMessage() {}
 
 func (x *RelationRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[54]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4824,7 +4978,7 @@ func (x *RelationRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelationRecord.ProtoReflect.Descriptor instead.
 func (*RelationRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{54}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RelationRecord) GetId() int64 {
@@ -4917,7 +5071,7 @@ type BagRecord struct {
 
 func (x *BagRecord) Reset() {
 	*x = BagRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[55]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4929,7 +5083,7 @@ func (x *BagRecord) String() string {
 func (*BagRecord) ProtoMessage() {}
 
 func (x *BagRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[55]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4942,7 +5096,7 @@ func (x *BagRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BagRecord.ProtoReflect.Descriptor instead.
 func (*BagRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{55}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *BagRecord) GetRelationId() int64 {
@@ -5002,7 +5156,7 @@ type UnitRecord struct {
 
 func (x *UnitRecord) Reset() {
 	*x = UnitRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[56]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5014,7 +5168,7 @@ func (x *UnitRecord) String() string {
 func (*UnitRecord) ProtoMessage() {}
 
 func (x *UnitRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[56]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5027,7 +5181,7 @@ func (x *UnitRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnitRecord.ProtoReflect.Descriptor instead.
 func (*UnitRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{56}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *UnitRecord) GetName() string {
@@ -5124,7 +5278,7 @@ type CharmStateRecord struct {
 
 func (x *CharmStateRecord) Reset() {
 	*x = CharmStateRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[57]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5136,7 +5290,7 @@ func (x *CharmStateRecord) String() string {
 func (*CharmStateRecord) ProtoMessage() {}
 
 func (x *CharmStateRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[57]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5149,7 +5303,7 @@ func (x *CharmStateRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CharmStateRecord.ProtoReflect.Descriptor instead.
 func (*CharmStateRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{57}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *CharmStateRecord) GetUnit() string {
@@ -5176,7 +5330,7 @@ type CursorRecord struct {
 
 func (x *CursorRecord) Reset() {
 	*x = CursorRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[58]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5188,7 +5342,7 @@ func (x *CursorRecord) String() string {
 func (*CursorRecord) ProtoMessage() {}
 
 func (x *CursorRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[58]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5201,7 +5355,7 @@ func (x *CursorRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CursorRecord.ProtoReflect.Descriptor instead.
 func (*CursorRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{58}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *CursorRecord) GetUnit() string {
@@ -5234,7 +5388,7 @@ type EnqueueAction struct {
 
 func (x *EnqueueAction) Reset() {
 	*x = EnqueueAction{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[59]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5246,7 +5400,7 @@ func (x *EnqueueAction) String() string {
 func (*EnqueueAction) ProtoMessage() {}
 
 func (x *EnqueueAction) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[59]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5259,7 +5413,7 @@ func (x *EnqueueAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnqueueAction.ProtoReflect.Descriptor instead.
 func (*EnqueueAction) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{59}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *EnqueueAction) GetUnit() string {
@@ -5298,7 +5452,7 @@ type StartAction struct {
 
 func (x *StartAction) Reset() {
 	*x = StartAction{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[60]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5310,7 +5464,7 @@ func (x *StartAction) String() string {
 func (*StartAction) ProtoMessage() {}
 
 func (x *StartAction) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[60]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5323,7 +5477,7 @@ func (x *StartAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartAction.ProtoReflect.Descriptor instead.
 func (*StartAction) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{60}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *StartAction) GetId() int64 {
@@ -5358,7 +5512,7 @@ type LogAction struct {
 
 func (x *LogAction) Reset() {
 	*x = LogAction{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[61]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5370,7 +5524,7 @@ func (x *LogAction) String() string {
 func (*LogAction) ProtoMessage() {}
 
 func (x *LogAction) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[61]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5383,7 +5537,7 @@ func (x *LogAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogAction.ProtoReflect.Descriptor instead.
 func (*LogAction) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{61}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *LogAction) GetId() int64 {
@@ -5410,7 +5564,7 @@ type ActionLogLine struct {
 
 func (x *ActionLogLine) Reset() {
 	*x = ActionLogLine{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[62]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5422,7 +5576,7 @@ func (x *ActionLogLine) String() string {
 func (*ActionLogLine) ProtoMessage() {}
 
 func (x *ActionLogLine) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[62]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5435,7 +5589,7 @@ func (x *ActionLogLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionLogLine.ProtoReflect.Descriptor instead.
 func (*ActionLogLine) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{62}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *ActionLogLine) GetTimeUnixNano() int64 {
@@ -5470,7 +5624,7 @@ type FinishAction struct {
 
 func (x *FinishAction) Reset() {
 	*x = FinishAction{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[63]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5482,7 +5636,7 @@ func (x *FinishAction) String() string {
 func (*FinishAction) ProtoMessage() {}
 
 func (x *FinishAction) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[63]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5495,7 +5649,7 @@ func (x *FinishAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishAction.ProtoReflect.Descriptor instead.
 func (*FinishAction) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{63}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *FinishAction) GetId() int64 {
@@ -5554,7 +5708,7 @@ type ActionRecord struct {
 
 func (x *ActionRecord) Reset() {
 	*x = ActionRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[64]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5566,7 +5720,7 @@ func (x *ActionRecord) String() string {
 func (*ActionRecord) ProtoMessage() {}
 
 func (x *ActionRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[64]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5579,7 +5733,7 @@ func (x *ActionRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ActionRecord.ProtoReflect.Descriptor instead.
 func (*ActionRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{64}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *ActionRecord) GetId() int64 {
@@ -5697,7 +5851,7 @@ type HookRecord struct {
 
 func (x *HookRecord) Reset() {
 	*x = HookRecord{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[65]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5709,7 +5863,7 @@ func (x *HookRecord) String() string {
 func (*HookRecord) ProtoMessage() {}
 
 func (x *HookRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[65]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5722,7 +5876,7 @@ func (x *HookRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HookRecord.ProtoReflect.Descriptor instead.
 func (*HookRecord) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{65}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *HookRecord) GetHook() string {
@@ -5800,7 +5954,7 @@ type RecordHook struct {
 
 func (x *RecordHook) Reset() {
 	*x = RecordHook{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[66]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5812,7 +5966,7 @@ func (x *RecordHook) String() string {
 func (*RecordHook) ProtoMessage() {}
 
 func (x *RecordHook) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[66]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5825,7 +5979,7 @@ func (x *RecordHook) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordHook.ProtoReflect.Descriptor instead.
 func (*RecordHook) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{66}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *RecordHook) GetUnit() string {
@@ -5854,7 +6008,7 @@ type RequestHookRetry struct {
 
 func (x *RequestHookRetry) Reset() {
 	*x = RequestHookRetry{}
-	mi := &file_raftstore_storepb_store_proto_msgTypes[67]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5866,7 +6020,7 @@ func (x *RequestHookRetry) String() string {
 func (*RequestHookRetry) ProtoMessage() {}
 
 func (x *RequestHookRetry) ProtoReflect() protoreflect.Message {
-	mi := &file_raftstore_storepb_store_proto_msgTypes[67]
+	mi := &file_raftstore_storepb_store_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5879,7 +6033,7 @@ func (x *RequestHookRetry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestHookRetry.ProtoReflect.Descriptor instead.
 func (*RequestHookRetry) Descriptor() ([]byte, []int) {
-	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{67}
+	return file_raftstore_storepb_store_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *RequestHookRetry) GetUnit() string {
@@ -5908,7 +6062,7 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\x05Fence\x12\x12\n" +
 	"\x04unit\x18\x01 \x01(\tR\x04unit\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x14\n" +
-	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"\xb1\x15\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\"\xf7\x15\n" +
 	"\x02Op\x12D\n" +
 	"\finit_cluster\x18\x01 \x01(\v2\x1f.bagkeeper.store.v1.InitClusterH\x00R\vinitCluster\x12M\n" +
 	"\x0fensure_relation\x18\x02 \x01(\v2\".bagkeeper.store.v1.EnsureRelationH\x00R\x0eensureRelation\x12M\n" +
@@ -5942,7 +6096,8 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\x11report_divergence\x18\x15 \x01(\v2$.bagkeeper.store.v1.ReportDivergenceH\x00R\x10reportDivergence\x12S\n" +
 	"\x11forget_divergence\x18\x16 \x01(\v2$.bagkeeper.store.v1.ForgetDivergenceH\x00R\x10forgetDivergence\x12P\n" +
 	"\x10start_generation\x18\x17 \x01(\v2#.bagkeeper.store.v1.StartGenerationH\x00R\x0fstartGeneration\x12K\n" +
-	"\x0fset_remote_view\x18\x18 \x01(\v2!.bagkeeper.store.v1.SetRemoteViewH\x00R\rsetRemoteView\x12G\n" +
+	"\x0fset_remote_view\x18\x18 \x01(\v2!.bagkeeper.store.v1.SetRemoteViewH\x00R\rsetRemoteView\x12D\n" +
+	"\fpatch_cursor\x18\x19 \x01(\v2\x1f.bagkeeper.store.v1.PatchCursorH\x00R\vpatchCursor\x12G\n" +
 	"\rcreate_secret\x18d \x01(\v2 .bagkeeper.store.v1.CreateSecretH\x00R\fcreateSecret\x12G\n" +
 	"\rupdate_secret\x18e \x01(\v2 .bagkeeper.store.v1.UpdateSecretH\x00R\fupdateSecret\x12G\n" +
 	"\rremove_secret\x18f \x01(\v2 .bagkeeper.store.v1.RemoveSecretH\x00R\fremoveSecret\x12D\n" +
@@ -6141,7 +6296,18 @@ const file_raftstore_storepb_store_proto_rawDesc = "" +
 	"\x04unit\x18\x01 \x01(\tR\x04unit\x12\x16\n" +
 	"\x06cursor\x18\x02 \x01(\fR\x06cursor\x12%\n" +
 	"\x0echeck_previous\x18\x03 \x01(\bR\rcheckPrevious\x12\x1a\n" +
-	"\bprevious\x18\x04 \x01(\fR\bprevious\"p\n" +
+	"\bprevious\x18\x04 \x01(\fR\bprevious\"\x9d\x01\n" +
+	"\vPatchCursor\x12\x12\n" +
+	"\x04unit\x18\x01 \x01(\tR\x04unit\x12\x1f\n" +
+	"\vbase_sha256\x18\x02 \x01(\fR\n" +
+	"baseSha256\x124\n" +
+	"\x05edits\x18\x03 \x03(\v2\x1e.bagkeeper.store.v1.CursorEditR\x05edits\x12#\n" +
+	"\rresult_sha256\x18\x04 \x01(\fR\fresultSha256\"T\n" +
+	"\n" +
+	"CursorEdit\x12\x16\n" +
+	"\x06offset\x18\x01 \x01(\rR\x06offset\x12\x16\n" +
+	"\x06delete\x18\x02 \x01(\rR\x06delete\x12\x16\n" +
+	"\x06insert\x18\x03 \x01(\fR\x06insert\"p\n" +
 	"\tSetStatus\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x18\n" +
@@ -6409,7 +6575,7 @@ func file_raftstore_storepb_store_proto_rawDescGZIP() []byte {
 }
 
 var file_raftstore_storepb_store_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_raftstore_storepb_store_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
+var file_raftstore_storepb_store_proto_msgTypes = make([]protoimpl.MessageInfo, 78)
 var file_raftstore_storepb_store_proto_goTypes = []any{
 	(ErrorCode)(0),               // 0: bagkeeper.store.v1.ErrorCode
 	(UnitState)(0),               // 1: bagkeeper.store.v1.UnitState
@@ -6449,46 +6615,48 @@ var file_raftstore_storepb_store_proto_goTypes = []any{
 	(*ClaimLease)(nil),           // 35: bagkeeper.store.v1.ClaimLease
 	(*CheckLease)(nil),           // 36: bagkeeper.store.v1.CheckLease
 	(*SetCursor)(nil),            // 37: bagkeeper.store.v1.SetCursor
-	(*SetStatus)(nil),            // 38: bagkeeper.store.v1.SetStatus
-	(*SetHookError)(nil),         // 39: bagkeeper.store.v1.SetHookError
-	(*SetWorkloadVersion)(nil),   // 40: bagkeeper.store.v1.SetWorkloadVersion
-	(*Port)(nil),                 // 41: bagkeeper.store.v1.Port
-	(*UpdatePorts)(nil),          // 42: bagkeeper.store.v1.UpdatePorts
-	(*ReleaseLease)(nil),         // 43: bagkeeper.store.v1.ReleaseLease
-	(*Result)(nil),               // 44: bagkeeper.store.v1.Result
-	(*OpResult)(nil),             // 45: bagkeeper.store.v1.OpResult
-	(*SnapshotRecord)(nil),       // 46: bagkeeper.store.v1.SnapshotRecord
-	(*DivergenceRecord)(nil),     // 47: bagkeeper.store.v1.DivergenceRecord
-	(*SessionRecord)(nil),        // 48: bagkeeper.store.v1.SessionRecord
-	(*SessionResult)(nil),        // 49: bagkeeper.store.v1.SessionResult
-	(*ClaimantRecord)(nil),       // 50: bagkeeper.store.v1.ClaimantRecord
-	(*StatusRecord)(nil),         // 51: bagkeeper.store.v1.StatusRecord
-	(*UnitExtraRecord)(nil),      // 52: bagkeeper.store.v1.UnitExtraRecord
-	(*SnapshotHeader)(nil),       // 53: bagkeeper.store.v1.SnapshotHeader
-	(*SnapshotEnd)(nil),          // 54: bagkeeper.store.v1.SnapshotEnd
-	(*Lease)(nil),                // 55: bagkeeper.store.v1.Lease
-	(*RelationRecord)(nil),       // 56: bagkeeper.store.v1.RelationRecord
-	(*BagRecord)(nil),            // 57: bagkeeper.store.v1.BagRecord
-	(*UnitRecord)(nil),           // 58: bagkeeper.store.v1.UnitRecord
-	(*CharmStateRecord)(nil),     // 59: bagkeeper.store.v1.CharmStateRecord
-	(*CursorRecord)(nil),         // 60: bagkeeper.store.v1.CursorRecord
-	(*EnqueueAction)(nil),        // 61: bagkeeper.store.v1.EnqueueAction
-	(*StartAction)(nil),          // 62: bagkeeper.store.v1.StartAction
-	(*LogAction)(nil),            // 63: bagkeeper.store.v1.LogAction
-	(*ActionLogLine)(nil),        // 64: bagkeeper.store.v1.ActionLogLine
-	(*FinishAction)(nil),         // 65: bagkeeper.store.v1.FinishAction
-	(*ActionRecord)(nil),         // 66: bagkeeper.store.v1.ActionRecord
-	(*HookRecord)(nil),           // 67: bagkeeper.store.v1.HookRecord
-	(*RecordHook)(nil),           // 68: bagkeeper.store.v1.RecordHook
-	(*RequestHookRetry)(nil),     // 69: bagkeeper.store.v1.RequestHookRetry
-	nil,                          // 70: bagkeeper.store.v1.SetRemoteView.AppEntry
-	nil,                          // 71: bagkeeper.store.v1.RemoteUnitView.DataEntry
-	nil,                          // 72: bagkeeper.store.v1.UpdateBag.SetEntry
-	nil,                          // 73: bagkeeper.store.v1.UpdateCharmState.SetEntry
-	nil,                          // 74: bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
-	nil,                          // 75: bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
-	nil,                          // 76: bagkeeper.store.v1.BagRecord.DataEntry
-	nil,                          // 77: bagkeeper.store.v1.CharmStateRecord.DataEntry
+	(*PatchCursor)(nil),          // 38: bagkeeper.store.v1.PatchCursor
+	(*CursorEdit)(nil),           // 39: bagkeeper.store.v1.CursorEdit
+	(*SetStatus)(nil),            // 40: bagkeeper.store.v1.SetStatus
+	(*SetHookError)(nil),         // 41: bagkeeper.store.v1.SetHookError
+	(*SetWorkloadVersion)(nil),   // 42: bagkeeper.store.v1.SetWorkloadVersion
+	(*Port)(nil),                 // 43: bagkeeper.store.v1.Port
+	(*UpdatePorts)(nil),          // 44: bagkeeper.store.v1.UpdatePorts
+	(*ReleaseLease)(nil),         // 45: bagkeeper.store.v1.ReleaseLease
+	(*Result)(nil),               // 46: bagkeeper.store.v1.Result
+	(*OpResult)(nil),             // 47: bagkeeper.store.v1.OpResult
+	(*SnapshotRecord)(nil),       // 48: bagkeeper.store.v1.SnapshotRecord
+	(*DivergenceRecord)(nil),     // 49: bagkeeper.store.v1.DivergenceRecord
+	(*SessionRecord)(nil),        // 50: bagkeeper.store.v1.SessionRecord
+	(*SessionResult)(nil),        // 51: bagkeeper.store.v1.SessionResult
+	(*ClaimantRecord)(nil),       // 52: bagkeeper.store.v1.ClaimantRecord
+	(*StatusRecord)(nil),         // 53: bagkeeper.store.v1.StatusRecord
+	(*UnitExtraRecord)(nil),      // 54: bagkeeper.store.v1.UnitExtraRecord
+	(*SnapshotHeader)(nil),       // 55: bagkeeper.store.v1.SnapshotHeader
+	(*SnapshotEnd)(nil),          // 56: bagkeeper.store.v1.SnapshotEnd
+	(*Lease)(nil),                // 57: bagkeeper.store.v1.Lease
+	(*RelationRecord)(nil),       // 58: bagkeeper.store.v1.RelationRecord
+	(*BagRecord)(nil),            // 59: bagkeeper.store.v1.BagRecord
+	(*UnitRecord)(nil),           // 60: bagkeeper.store.v1.UnitRecord
+	(*CharmStateRecord)(nil),     // 61: bagkeeper.store.v1.CharmStateRecord
+	(*CursorRecord)(nil),         // 62: bagkeeper.store.v1.CursorRecord
+	(*EnqueueAction)(nil),        // 63: bagkeeper.store.v1.EnqueueAction
+	(*StartAction)(nil),          // 64: bagkeeper.store.v1.StartAction
+	(*LogAction)(nil),            // 65: bagkeeper.store.v1.LogAction
+	(*ActionLogLine)(nil),        // 66: bagkeeper.store.v1.ActionLogLine
+	(*FinishAction)(nil),         // 67: bagkeeper.store.v1.FinishAction
+	(*ActionRecord)(nil),         // 68: bagkeeper.store.v1.ActionRecord
+	(*HookRecord)(nil),           // 69: bagkeeper.store.v1.HookRecord
+	(*RecordHook)(nil),           // 70: bagkeeper.store.v1.RecordHook
+	(*RequestHookRetry)(nil),     // 71: bagkeeper.store.v1.RequestHookRetry
+	nil,                          // 72: bagkeeper.store.v1.SetRemoteView.AppEntry
+	nil,                          // 73: bagkeeper.store.v1.RemoteUnitView.DataEntry
+	nil,                          // 74: bagkeeper.store.v1.UpdateBag.SetEntry
+	nil,                          // 75: bagkeeper.store.v1.UpdateCharmState.SetEntry
+	nil,                          // 76: bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
+	nil,                          // 77: bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
+	nil,                          // 78: bagkeeper.store.v1.BagRecord.DataEntry
+	nil,                          // 79: bagkeeper.store.v1.CharmStateRecord.DataEntry
 }
 var file_raftstore_storepb_store_proto_depIdxs = []int32{
 	5,  // 0: bagkeeper.store.v1.Command.ops:type_name -> bagkeeper.store.v1.Op
@@ -6507,78 +6675,80 @@ var file_raftstore_storepb_store_proto_depIdxs = []int32{
 	36, // 13: bagkeeper.store.v1.Op.check_lease:type_name -> bagkeeper.store.v1.CheckLease
 	37, // 14: bagkeeper.store.v1.Op.set_cursor:type_name -> bagkeeper.store.v1.SetCursor
 	29, // 15: bagkeeper.store.v1.Op.check_bag:type_name -> bagkeeper.store.v1.CheckBag
-	38, // 16: bagkeeper.store.v1.Op.set_status:type_name -> bagkeeper.store.v1.SetStatus
-	39, // 17: bagkeeper.store.v1.Op.set_hook_error:type_name -> bagkeeper.store.v1.SetHookError
-	40, // 18: bagkeeper.store.v1.Op.set_workload_version:type_name -> bagkeeper.store.v1.SetWorkloadVersion
-	42, // 19: bagkeeper.store.v1.Op.update_ports:type_name -> bagkeeper.store.v1.UpdatePorts
-	43, // 20: bagkeeper.store.v1.Op.release_lease:type_name -> bagkeeper.store.v1.ReleaseLease
+	40, // 16: bagkeeper.store.v1.Op.set_status:type_name -> bagkeeper.store.v1.SetStatus
+	41, // 17: bagkeeper.store.v1.Op.set_hook_error:type_name -> bagkeeper.store.v1.SetHookError
+	42, // 18: bagkeeper.store.v1.Op.set_workload_version:type_name -> bagkeeper.store.v1.SetWorkloadVersion
+	44, // 19: bagkeeper.store.v1.Op.update_ports:type_name -> bagkeeper.store.v1.UpdatePorts
+	45, // 20: bagkeeper.store.v1.Op.release_lease:type_name -> bagkeeper.store.v1.ReleaseLease
 	24, // 21: bagkeeper.store.v1.Op.forget_claimant:type_name -> bagkeeper.store.v1.ForgetClaimant
 	21, // 22: bagkeeper.store.v1.Op.hash_state:type_name -> bagkeeper.store.v1.HashState
 	22, // 23: bagkeeper.store.v1.Op.report_divergence:type_name -> bagkeeper.store.v1.ReportDivergence
 	23, // 24: bagkeeper.store.v1.Op.forget_divergence:type_name -> bagkeeper.store.v1.ForgetDivergence
 	20, // 25: bagkeeper.store.v1.Op.start_generation:type_name -> bagkeeper.store.v1.StartGeneration
 	18, // 26: bagkeeper.store.v1.Op.set_remote_view:type_name -> bagkeeper.store.v1.SetRemoteView
-	7,  // 27: bagkeeper.store.v1.Op.create_secret:type_name -> bagkeeper.store.v1.CreateSecret
-	8,  // 28: bagkeeper.store.v1.Op.update_secret:type_name -> bagkeeper.store.v1.UpdateSecret
-	9,  // 29: bagkeeper.store.v1.Op.remove_secret:type_name -> bagkeeper.store.v1.RemoveSecret
-	10, // 30: bagkeeper.store.v1.Op.grant_secret:type_name -> bagkeeper.store.v1.GrantSecret
-	11, // 31: bagkeeper.store.v1.Op.revoke_secret:type_name -> bagkeeper.store.v1.RevokeSecret
-	12, // 32: bagkeeper.store.v1.Op.track_secret:type_name -> bagkeeper.store.v1.TrackSecret
-	13, // 33: bagkeeper.store.v1.Op.secret_rotated:type_name -> bagkeeper.store.v1.SecretRotated
-	61, // 34: bagkeeper.store.v1.Op.enqueue_action:type_name -> bagkeeper.store.v1.EnqueueAction
-	62, // 35: bagkeeper.store.v1.Op.start_action:type_name -> bagkeeper.store.v1.StartAction
-	63, // 36: bagkeeper.store.v1.Op.log_action:type_name -> bagkeeper.store.v1.LogAction
-	65, // 37: bagkeeper.store.v1.Op.finish_action:type_name -> bagkeeper.store.v1.FinishAction
-	68, // 38: bagkeeper.store.v1.Op.record_hook:type_name -> bagkeeper.store.v1.RecordHook
-	69, // 39: bagkeeper.store.v1.Op.request_hook_retry:type_name -> bagkeeper.store.v1.RequestHookRetry
-	6,  // 40: bagkeeper.store.v1.CreateSecret.content:type_name -> bagkeeper.store.v1.SealedContent
-	6,  // 41: bagkeeper.store.v1.UpdateSecret.content:type_name -> bagkeeper.store.v1.SealedContent
-	15, // 42: bagkeeper.store.v1.SecretRecord.revisions:type_name -> bagkeeper.store.v1.SecretRevisionRecord
-	16, // 43: bagkeeper.store.v1.SecretRecord.grants:type_name -> bagkeeper.store.v1.SecretGrantRecord
-	17, // 44: bagkeeper.store.v1.SecretRecord.consumers:type_name -> bagkeeper.store.v1.SecretConsumerRecord
-	6,  // 45: bagkeeper.store.v1.SecretRevisionRecord.content:type_name -> bagkeeper.store.v1.SealedContent
-	70, // 46: bagkeeper.store.v1.SetRemoteView.app:type_name -> bagkeeper.store.v1.SetRemoteView.AppEntry
-	19, // 47: bagkeeper.store.v1.SetRemoteView.units:type_name -> bagkeeper.store.v1.RemoteUnitView
-	71, // 48: bagkeeper.store.v1.RemoteUnitView.data:type_name -> bagkeeper.store.v1.RemoteUnitView.DataEntry
-	72, // 49: bagkeeper.store.v1.UpdateBag.set:type_name -> bagkeeper.store.v1.UpdateBag.SetEntry
-	73, // 50: bagkeeper.store.v1.UpdateCharmState.set:type_name -> bagkeeper.store.v1.UpdateCharmState.SetEntry
-	74, // 51: bagkeeper.store.v1.UpdateLeaderSettings.set:type_name -> bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
-	41, // 52: bagkeeper.store.v1.UpdatePorts.open:type_name -> bagkeeper.store.v1.Port
-	41, // 53: bagkeeper.store.v1.UpdatePorts.close:type_name -> bagkeeper.store.v1.Port
-	0,  // 54: bagkeeper.store.v1.Result.error_code:type_name -> bagkeeper.store.v1.ErrorCode
-	45, // 55: bagkeeper.store.v1.Result.ops:type_name -> bagkeeper.store.v1.OpResult
-	53, // 56: bagkeeper.store.v1.SnapshotRecord.header:type_name -> bagkeeper.store.v1.SnapshotHeader
-	56, // 57: bagkeeper.store.v1.SnapshotRecord.relation:type_name -> bagkeeper.store.v1.RelationRecord
-	57, // 58: bagkeeper.store.v1.SnapshotRecord.bag:type_name -> bagkeeper.store.v1.BagRecord
-	58, // 59: bagkeeper.store.v1.SnapshotRecord.unit:type_name -> bagkeeper.store.v1.UnitRecord
-	59, // 60: bagkeeper.store.v1.SnapshotRecord.charm_state:type_name -> bagkeeper.store.v1.CharmStateRecord
-	60, // 61: bagkeeper.store.v1.SnapshotRecord.cursor:type_name -> bagkeeper.store.v1.CursorRecord
-	54, // 62: bagkeeper.store.v1.SnapshotRecord.end:type_name -> bagkeeper.store.v1.SnapshotEnd
-	51, // 63: bagkeeper.store.v1.SnapshotRecord.status:type_name -> bagkeeper.store.v1.StatusRecord
-	52, // 64: bagkeeper.store.v1.SnapshotRecord.unit_extra:type_name -> bagkeeper.store.v1.UnitExtraRecord
-	48, // 65: bagkeeper.store.v1.SnapshotRecord.session:type_name -> bagkeeper.store.v1.SessionRecord
-	50, // 66: bagkeeper.store.v1.SnapshotRecord.claimant:type_name -> bagkeeper.store.v1.ClaimantRecord
-	47, // 67: bagkeeper.store.v1.SnapshotRecord.divergence:type_name -> bagkeeper.store.v1.DivergenceRecord
-	14, // 68: bagkeeper.store.v1.SnapshotRecord.secret:type_name -> bagkeeper.store.v1.SecretRecord
-	66, // 69: bagkeeper.store.v1.SnapshotRecord.action:type_name -> bagkeeper.store.v1.ActionRecord
-	49, // 70: bagkeeper.store.v1.SessionRecord.results:type_name -> bagkeeper.store.v1.SessionResult
-	44, // 71: bagkeeper.store.v1.SessionResult.result:type_name -> bagkeeper.store.v1.Result
-	41, // 72: bagkeeper.store.v1.UnitExtraRecord.ports:type_name -> bagkeeper.store.v1.Port
-	67, // 73: bagkeeper.store.v1.UnitExtraRecord.history:type_name -> bagkeeper.store.v1.HookRecord
-	75, // 74: bagkeeper.store.v1.SnapshotHeader.leader_settings:type_name -> bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
-	55, // 75: bagkeeper.store.v1.SnapshotHeader.lease:type_name -> bagkeeper.store.v1.Lease
-	76, // 76: bagkeeper.store.v1.BagRecord.data:type_name -> bagkeeper.store.v1.BagRecord.DataEntry
-	1,  // 77: bagkeeper.store.v1.UnitRecord.state:type_name -> bagkeeper.store.v1.UnitState
-	77, // 78: bagkeeper.store.v1.CharmStateRecord.data:type_name -> bagkeeper.store.v1.CharmStateRecord.DataEntry
-	64, // 79: bagkeeper.store.v1.LogAction.lines:type_name -> bagkeeper.store.v1.ActionLogLine
-	64, // 80: bagkeeper.store.v1.FinishAction.lines:type_name -> bagkeeper.store.v1.ActionLogLine
-	64, // 81: bagkeeper.store.v1.ActionRecord.log:type_name -> bagkeeper.store.v1.ActionLogLine
-	67, // 82: bagkeeper.store.v1.RecordHook.record:type_name -> bagkeeper.store.v1.HookRecord
-	83, // [83:83] is the sub-list for method output_type
-	83, // [83:83] is the sub-list for method input_type
-	83, // [83:83] is the sub-list for extension type_name
-	83, // [83:83] is the sub-list for extension extendee
-	0,  // [0:83] is the sub-list for field type_name
+	38, // 27: bagkeeper.store.v1.Op.patch_cursor:type_name -> bagkeeper.store.v1.PatchCursor
+	7,  // 28: bagkeeper.store.v1.Op.create_secret:type_name -> bagkeeper.store.v1.CreateSecret
+	8,  // 29: bagkeeper.store.v1.Op.update_secret:type_name -> bagkeeper.store.v1.UpdateSecret
+	9,  // 30: bagkeeper.store.v1.Op.remove_secret:type_name -> bagkeeper.store.v1.RemoveSecret
+	10, // 31: bagkeeper.store.v1.Op.grant_secret:type_name -> bagkeeper.store.v1.GrantSecret
+	11, // 32: bagkeeper.store.v1.Op.revoke_secret:type_name -> bagkeeper.store.v1.RevokeSecret
+	12, // 33: bagkeeper.store.v1.Op.track_secret:type_name -> bagkeeper.store.v1.TrackSecret
+	13, // 34: bagkeeper.store.v1.Op.secret_rotated:type_name -> bagkeeper.store.v1.SecretRotated
+	63, // 35: bagkeeper.store.v1.Op.enqueue_action:type_name -> bagkeeper.store.v1.EnqueueAction
+	64, // 36: bagkeeper.store.v1.Op.start_action:type_name -> bagkeeper.store.v1.StartAction
+	65, // 37: bagkeeper.store.v1.Op.log_action:type_name -> bagkeeper.store.v1.LogAction
+	67, // 38: bagkeeper.store.v1.Op.finish_action:type_name -> bagkeeper.store.v1.FinishAction
+	70, // 39: bagkeeper.store.v1.Op.record_hook:type_name -> bagkeeper.store.v1.RecordHook
+	71, // 40: bagkeeper.store.v1.Op.request_hook_retry:type_name -> bagkeeper.store.v1.RequestHookRetry
+	6,  // 41: bagkeeper.store.v1.CreateSecret.content:type_name -> bagkeeper.store.v1.SealedContent
+	6,  // 42: bagkeeper.store.v1.UpdateSecret.content:type_name -> bagkeeper.store.v1.SealedContent
+	15, // 43: bagkeeper.store.v1.SecretRecord.revisions:type_name -> bagkeeper.store.v1.SecretRevisionRecord
+	16, // 44: bagkeeper.store.v1.SecretRecord.grants:type_name -> bagkeeper.store.v1.SecretGrantRecord
+	17, // 45: bagkeeper.store.v1.SecretRecord.consumers:type_name -> bagkeeper.store.v1.SecretConsumerRecord
+	6,  // 46: bagkeeper.store.v1.SecretRevisionRecord.content:type_name -> bagkeeper.store.v1.SealedContent
+	72, // 47: bagkeeper.store.v1.SetRemoteView.app:type_name -> bagkeeper.store.v1.SetRemoteView.AppEntry
+	19, // 48: bagkeeper.store.v1.SetRemoteView.units:type_name -> bagkeeper.store.v1.RemoteUnitView
+	73, // 49: bagkeeper.store.v1.RemoteUnitView.data:type_name -> bagkeeper.store.v1.RemoteUnitView.DataEntry
+	74, // 50: bagkeeper.store.v1.UpdateBag.set:type_name -> bagkeeper.store.v1.UpdateBag.SetEntry
+	75, // 51: bagkeeper.store.v1.UpdateCharmState.set:type_name -> bagkeeper.store.v1.UpdateCharmState.SetEntry
+	76, // 52: bagkeeper.store.v1.UpdateLeaderSettings.set:type_name -> bagkeeper.store.v1.UpdateLeaderSettings.SetEntry
+	39, // 53: bagkeeper.store.v1.PatchCursor.edits:type_name -> bagkeeper.store.v1.CursorEdit
+	43, // 54: bagkeeper.store.v1.UpdatePorts.open:type_name -> bagkeeper.store.v1.Port
+	43, // 55: bagkeeper.store.v1.UpdatePorts.close:type_name -> bagkeeper.store.v1.Port
+	0,  // 56: bagkeeper.store.v1.Result.error_code:type_name -> bagkeeper.store.v1.ErrorCode
+	47, // 57: bagkeeper.store.v1.Result.ops:type_name -> bagkeeper.store.v1.OpResult
+	55, // 58: bagkeeper.store.v1.SnapshotRecord.header:type_name -> bagkeeper.store.v1.SnapshotHeader
+	58, // 59: bagkeeper.store.v1.SnapshotRecord.relation:type_name -> bagkeeper.store.v1.RelationRecord
+	59, // 60: bagkeeper.store.v1.SnapshotRecord.bag:type_name -> bagkeeper.store.v1.BagRecord
+	60, // 61: bagkeeper.store.v1.SnapshotRecord.unit:type_name -> bagkeeper.store.v1.UnitRecord
+	61, // 62: bagkeeper.store.v1.SnapshotRecord.charm_state:type_name -> bagkeeper.store.v1.CharmStateRecord
+	62, // 63: bagkeeper.store.v1.SnapshotRecord.cursor:type_name -> bagkeeper.store.v1.CursorRecord
+	56, // 64: bagkeeper.store.v1.SnapshotRecord.end:type_name -> bagkeeper.store.v1.SnapshotEnd
+	53, // 65: bagkeeper.store.v1.SnapshotRecord.status:type_name -> bagkeeper.store.v1.StatusRecord
+	54, // 66: bagkeeper.store.v1.SnapshotRecord.unit_extra:type_name -> bagkeeper.store.v1.UnitExtraRecord
+	50, // 67: bagkeeper.store.v1.SnapshotRecord.session:type_name -> bagkeeper.store.v1.SessionRecord
+	52, // 68: bagkeeper.store.v1.SnapshotRecord.claimant:type_name -> bagkeeper.store.v1.ClaimantRecord
+	49, // 69: bagkeeper.store.v1.SnapshotRecord.divergence:type_name -> bagkeeper.store.v1.DivergenceRecord
+	14, // 70: bagkeeper.store.v1.SnapshotRecord.secret:type_name -> bagkeeper.store.v1.SecretRecord
+	68, // 71: bagkeeper.store.v1.SnapshotRecord.action:type_name -> bagkeeper.store.v1.ActionRecord
+	51, // 72: bagkeeper.store.v1.SessionRecord.results:type_name -> bagkeeper.store.v1.SessionResult
+	46, // 73: bagkeeper.store.v1.SessionResult.result:type_name -> bagkeeper.store.v1.Result
+	43, // 74: bagkeeper.store.v1.UnitExtraRecord.ports:type_name -> bagkeeper.store.v1.Port
+	69, // 75: bagkeeper.store.v1.UnitExtraRecord.history:type_name -> bagkeeper.store.v1.HookRecord
+	77, // 76: bagkeeper.store.v1.SnapshotHeader.leader_settings:type_name -> bagkeeper.store.v1.SnapshotHeader.LeaderSettingsEntry
+	57, // 77: bagkeeper.store.v1.SnapshotHeader.lease:type_name -> bagkeeper.store.v1.Lease
+	78, // 78: bagkeeper.store.v1.BagRecord.data:type_name -> bagkeeper.store.v1.BagRecord.DataEntry
+	1,  // 79: bagkeeper.store.v1.UnitRecord.state:type_name -> bagkeeper.store.v1.UnitState
+	79, // 80: bagkeeper.store.v1.CharmStateRecord.data:type_name -> bagkeeper.store.v1.CharmStateRecord.DataEntry
+	66, // 81: bagkeeper.store.v1.LogAction.lines:type_name -> bagkeeper.store.v1.ActionLogLine
+	66, // 82: bagkeeper.store.v1.FinishAction.lines:type_name -> bagkeeper.store.v1.ActionLogLine
+	66, // 83: bagkeeper.store.v1.ActionRecord.log:type_name -> bagkeeper.store.v1.ActionLogLine
+	69, // 84: bagkeeper.store.v1.RecordHook.record:type_name -> bagkeeper.store.v1.HookRecord
+	85, // [85:85] is the sub-list for method output_type
+	85, // [85:85] is the sub-list for method input_type
+	85, // [85:85] is the sub-list for extension type_name
+	85, // [85:85] is the sub-list for extension extendee
+	0,  // [0:85] is the sub-list for field type_name
 }
 
 func init() { file_raftstore_storepb_store_proto_init() }
@@ -6611,6 +6781,7 @@ func file_raftstore_storepb_store_proto_init() {
 		(*Op_ForgetDivergence)(nil),
 		(*Op_StartGeneration)(nil),
 		(*Op_SetRemoteView)(nil),
+		(*Op_PatchCursor)(nil),
 		(*Op_CreateSecret)(nil),
 		(*Op_UpdateSecret)(nil),
 		(*Op_RemoveSecret)(nil),
@@ -6625,7 +6796,7 @@ func file_raftstore_storepb_store_proto_init() {
 		(*Op_RecordHook)(nil),
 		(*Op_RequestHookRetry)(nil),
 	}
-	file_raftstore_storepb_store_proto_msgTypes[44].OneofWrappers = []any{
+	file_raftstore_storepb_store_proto_msgTypes[46].OneofWrappers = []any{
 		(*SnapshotRecord_Header)(nil),
 		(*SnapshotRecord_Relation)(nil),
 		(*SnapshotRecord_Bag)(nil),
@@ -6647,7 +6818,7 @@ func file_raftstore_storepb_store_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_raftstore_storepb_store_proto_rawDesc), len(file_raftstore_storepb_store_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   76,
+			NumMessages:   78,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
