@@ -366,6 +366,15 @@ func Open(cfg Config) (*Node, error) {
 		Stream:                cfg.RaftLayer,
 		MaxPool:               3,
 		Timeout:               10 * time.Second,
+		// No pipelined replication: with it, a follower refusing one
+		// append (a full disk, a log that does not match) can stop the
+		// leader's replication to it for good, while heartbeats go on (a
+		// deadlock in hashicorp/raft between the goroutine that sends and
+		// the one that reads the answers; see
+		// TestAFollowerThatRefusedOneAppendStillGetsTheNextOnes). Its
+		// default allows two requests in flight; one loses little, as
+		// the leader batches whatever accumulated meanwhile.
+		MaxRPCsInFlight: 1,
 	})
 	rc := raftConfig(&cfg, n.id, hl)
 	if err := raft.ValidateConfig(rc); err != nil {
