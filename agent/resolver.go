@@ -222,6 +222,7 @@ func Next(v View, cur Cursor) (Hook, bool) {
 		first, found = h, true
 		return false
 	})
+	first.Next = first.Next.clone()
 	return first, found
 }
 
@@ -234,6 +235,7 @@ func Due(v View, cur Cursor, id HookID) (Hook, bool) {
 	dueHooks(v, cur, func(h Hook) bool {
 		if h.ID() == id {
 			match, found = h, true
+			match.Next = match.Next.clone()
 			return false
 		}
 		return true
@@ -248,16 +250,9 @@ func Due(v View, cur Cursor, id HookID) (Hook, bool) {
 // It runs after every entry the member applies, on every unit, mostly to
 // find nothing due: that path allocates nothing per relation (see
 // relationQuiet). c shares cur's maps, which nothing here changes in place;
-// each hook's Next is a copy of its own.
+// a yielded hook's Next may share them too: Next and Due return a copy.
 func dueHooks(v View, cur Cursor, yield func(Hook) bool) {
 	c := cur
-	{
-		yieldTo := yield
-		yield = func(h Hook) bool {
-			h.Next = h.Next.clone()
-			return yieldTo(h)
-		}
-	}
 	st := v.State
 	lease := st.Lease()
 	leader := lease.HeldBy(v.Unit, v.Now)
