@@ -65,7 +65,7 @@ func anchor(a, b []byte) (i, j int, ok bool) {
 		}
 		run := b[j : j+editAnchor]
 		i := bytes.Index(a, run)
-		if i >= 0 && bytes.Index(a[i+1:], run) < 0 {
+		if i >= 0 && !bytes.Contains(a[i+1:], run) {
 			return i, j, true
 		}
 	}
