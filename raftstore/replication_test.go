@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -13,21 +12,6 @@ import (
 
 	"github.com/bagkeeper/bagkeeper/raftstore/state"
 )
-
-// refuseOnce is a log store that fails the next append when asked to.
-type refuseOnce struct {
-	raft.LogStore
-	next *atomic.Bool
-}
-
-func (d refuseOnce) StoreLog(l *raft.Log) error { return d.StoreLogs([]*raft.Log{l}) }
-
-func (d refuseOnce) StoreLogs(logs []*raft.Log) error {
-	if d.next.CompareAndSwap(true, false) {
-		return fmt.Errorf("append to the raft log: %w", syscall.ENOSPC)
-	}
-	return d.LogStore.StoreLogs(logs)
-}
 
 // TestAFollowerThatRefusedOneAppendStillGetsTheNextOnes: a follower that
 // refuses one append (its disk was full for a moment) while the leader is
@@ -44,7 +28,7 @@ func TestAFollowerThatRefusedOneAppendStillGetsTheNextOnes(t *testing.T) {
 		flag := &atomic.Bool{}
 		refuse[p] = flag
 		c.start(p, withExpect(3), func(cfg *Config) {
-			cfg.wrapLogStore = func(s raft.LogStore) raft.LogStore { return refuseOnce{LogStore: s, next: flag} }
+			cfg.wrapLogStore = func(s raft.LogStore) raft.LogStore { return fullDisk{LogStore: s, full: flag, once: true} }
 		})
 	}
 	l := c.leader(10 * time.Second)

@@ -14,16 +14,18 @@ import (
 	"github.com/bagkeeper/bagkeeper/raftstore/state"
 )
 
-// fullDisk is a log store whose appends fail with ENOSPC while full is set.
+// fullDisk is a log store whose appends fail with ENOSPC while full is
+// set; with once, only the next append fails, and full is cleared.
 type fullDisk struct {
 	raft.LogStore
 	full *atomic.Bool
+	once bool
 }
 
 func (d fullDisk) StoreLog(l *raft.Log) error { return d.StoreLogs([]*raft.Log{l}) }
 
 func (d fullDisk) StoreLogs(logs []*raft.Log) error {
-	if d.full.Load() {
+	if (d.once && d.full.CompareAndSwap(true, false)) || (!d.once && d.full.Load()) {
 		return fmt.Errorf("append to the raft log: %w", syscall.ENOSPC)
 	}
 	return d.LogStore.StoreLogs(logs)
