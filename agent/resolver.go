@@ -327,10 +327,11 @@ func dueHooks(v View, cur Cursor, yield func(Hook) bool) {
 
 	known := 0 // relations of the state the cursor knows
 	for _, r := range rels {
-		if _, ok := c.Relations[r.ID]; ok {
+		rc, ok := c.Relations[r.ID]
+		if ok {
 			known++
 		}
-		if relationQuiet(c.Relations[r.ID], v, r, leader) {
+		if relationQuiet(rc, v, r, leader) {
 			continue
 		}
 		var more bool

@@ -291,11 +291,10 @@ func (s *State) Bag(relationID int64, owner string) (*Bag, bool) {
 // Bags returns every bag of a relation, ordered by owner.
 func (s *State) Bags(relationID int64) []*Bag {
 	var out []*Bag
-	it := s.bags.Root().Iterator()
-	it.SeekPrefix(relKey(relationID))
-	for _, b, ok := it.Next(); ok; _, b, ok = it.Next() {
+	s.EachBag(relationID, func(b *Bag) bool {
 		out = append(out, b)
-	}
+		return true
+	})
 	return out
 }
 
