@@ -362,7 +362,12 @@ func (b *bagkeeperTarget) assignAddresses(m *bkMember) error {
 	if b.lastHost > 254 {
 		return errors.New("bagkeeper: out of 127.0.0.x addresses")
 	}
-	host := fmt.Sprintf("127.0.0.%d", b.lastHost)
+	return m.listenOn(fmt.Sprintf("127.0.0.%d", b.lastHost))
+}
+
+// listenOn gives m a raft and an HTTP address on host, at ports that were
+// free a moment ago.
+func (m *bkMember) listenOn(host string) error {
 	ports, err := freePortsOn(host, 2)
 	if err != nil {
 		return fmt.Errorf("bagkeeper %s: %w", m.pod, err)

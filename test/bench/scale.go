@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -442,13 +441,7 @@ func (b *bagkeeperTarget) measureScale(ctx context.Context, env *Env) ([]Row, er
 func (g *scaleGroup) newSlotAddresses(m *bkMember) error {
 	host := scaleHost(g.slots)
 	g.slots++
-	ports, err := freePortsOn(host, 2)
-	if err != nil {
-		return fmt.Errorf("scale %s: %w", m.pod, err)
-	}
-	m.raftAddr = net.JoinHostPort(host, strconv.Itoa(ports[0]))
-	m.httpAddr = net.JoinHostPort(host, strconv.Itoa(ports[1]))
-	return nil
+	return m.listenOn(host)
 }
 
 // start starts n members at once and waits until all are in the
