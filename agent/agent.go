@@ -115,10 +115,11 @@ type Agent struct {
 	srv     *server
 	// kick wakes the hook loop (config changed).
 	kick chan struct{}
-	// cursorRaw and cursor are the hook loop's last decoded cursor (see
-	// cursorOf); only the hook loop touches them.
-	cursorRaw []byte
-	cursor    Cursor
+	// cursorRaw and cursor are the hook loop's last decoded cursor, if
+	// cursorRead (see cursorOf); only the hook loop touches them.
+	cursorRaw  []byte
+	cursor     Cursor
+	cursorRead bool
 }
 
 // cursorOf returns the unit's cursor in st. The hook loop reads it after
@@ -129,17 +130,14 @@ type Agent struct {
 // same. Nothing changes a decoded cursor in place (see dueHooks).
 func (a *Agent) cursorOf(st *state.State, unit string) (Cursor, error) {
 	raw := st.Cursor(unit)
-	if a.cursorRaw != nil && bytes.Equal(raw, a.cursorRaw) {
+	if a.cursorRead && bytes.Equal(raw, a.cursorRaw) {
 		return a.cursor, nil
 	}
 	c, err := DecodeCursor(raw)
 	if err != nil {
 		return c, err
 	}
-	a.cursorRaw, a.cursor = raw, c
-	if raw == nil {
-		a.cursorRaw = []byte{}
-	}
+	a.cursorRaw, a.cursor, a.cursorRead = raw, c, true
 	return c, nil
 }
 
