@@ -168,7 +168,11 @@ func (r LocalRunner) Run(ctx context.Context, h HookRun) HookResult {
 	var err error
 	cmd.Dir = h.Dir
 	cmd.Env = envList(h.Env, r.ToolsDir)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// The hook leads its own process group, so that a timeout or a stop
+	// kills what it started too; and the kernel kills it if this process
+	// dies (kill -9, OOM): a hook whose agent is gone can commit nothing,
+	// and must not go on changing the charm's files beside the next one.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	var out io.ReadCloser
 	// An action's output is kept for its results too (actions.go).
 	capture, closeCapture := captureActionOutput(cmd, h)
