@@ -98,6 +98,9 @@ func newCluster(t *testing.T, flags ...string) *cluster {
 				pr.kill()
 			}
 		}
+		// The kernel kills a hook when its agent dies, but not what the
+		// hook started; nothing a pod ran may outlive the test.
+		endProcessesIn(t, c.dir)
 		if t.Failed() {
 			c.dumpLogs()
 		}

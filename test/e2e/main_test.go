@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -201,6 +202,46 @@ func (p *process) kill() {
 	p.signal(syscall.SIGCONT)
 	p.signal(syscall.SIGKILL)
 	<-p.done
+}
+
+// endProcessesIn kills every process whose working directory is in dir
+// (a charm's hook, and what the hook started, run in the pod's charm
+// directory) and waits until they have ended.
+func endProcessesIn(t testing.TB, dir string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		pids := processesIn(dir)
+		if len(pids) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("processes %v still run in %s 10s after they were killed", pids, dir)
+			return
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// processesIn lists the live processes whose working directory is in dir
+// (a zombie has none).
+func processesIn(dir string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
+		if err == nil && (cwd == dir || strings.HasPrefix(cwd, dir+"/")) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // wait waits until the process exits or d passes.
