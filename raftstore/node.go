@@ -203,6 +203,11 @@ type Node struct {
 	fsm   *FSM
 	raft  *raft.Raft
 	trans *raft.NetworkTransport
+	// paced is trans as raft uses it: heartbeats to non-voters paced (see
+	// heartbeat.go), by the suffrages of the committed configuration.
+	paced           *pacedTransport
+	suffrage        suffrages
+	suffrageChanged chan struct{}
 	// stores are raft's log and stable stores.
 	stores *raftStores
 	logs   raft.LogStore
@@ -299,7 +304,15 @@ func Open(cfg Config) (*Node, error) {
 	n.fsm = NewFSM(n.fail)
 	n.fsm.onCorrupt = n.markDamaged
 	n.fsm.m.OnHashPoint = n.hashes.point
-	n.fsm.onConfiguration = n.book.mergeConfiguration
+	n.suffrageChanged = make(chan struct{}, 1)
+	n.fsm.onConfiguration = func(c raft.Configuration) {
+		n.book.mergeConfiguration(c)
+		n.suffrage.set(c)
+		select {
+		case n.suffrageChanged <- struct{}{}:
+		default:
+		}
+	}
 	if l, ok := cfg.RaftLayer.(interface{ SetLocalID(string) }); ok {
 		l.SetLocalID(string(n.id))
 	}
@@ -384,12 +397,16 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
-	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.stores.stable, snaps, n.trans)
+	n.paced = newPacedTransport(n.trans, nonVoterHeartbeatEvery(cfg.HeartbeatTimeout), n.suffrage.nonVoter, n.ctx.Done())
+	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.stores.stable, snaps, n.paced)
 	if err != nil {
 		return nil, fmt.Errorf("starting raft: %w", err)
 	}
 	if c, err := n.Configuration(); err == nil {
 		n.book.mergeConfiguration(c)
+		if _, known := n.suffrage.of(n.id); !known {
+			n.suffrage.set(c)
+		}
 	}
 	n.brought = readGroupMark(dir.Path)
 	n.log.Info("raft started", "address", cfg.Advertise, "existing_state", hasState, "fresh_data_dir", dir.Fresh)
@@ -406,8 +423,9 @@ func Open(cfg Config) (*Node, error) {
 		return false
 	})
 	n.raft.RegisterObserver(n.observer)
-	n.wg.Add(8)
+	n.wg.Add(9)
 	go func() { defer n.wg.Done(); n.markGroup(n.ctx) }()
+	go func() { defer n.wg.Done(); n.followSuffrage(n.ctx, n.suffrageChanged) }()
 	go func() { defer n.wg.Done(); n.trackLeaderCommit(n.ctx) }()
 	go func() { defer n.wg.Done(); n.hashes.run(n.ctx, n.log.Debug) }()
 	go func() { defer n.wg.Done(); n.watchLeader(n.ctx, obs) }()
