@@ -29,7 +29,7 @@ import (
 //     filesystem: a fresh copy of the charm);
 //   - every pg pod is restarted on its disk, one by one as a StatefulSet
 //     rolls, then all at once;
-//   - every pg pod is frozen for a minute, and a web pod is replaced
+//   - every pg pod is frozen for 30 s, and a web pod is replaced
 //     meanwhile: the new pod has the credentials from the consumer's own
 //     raft log and logs in while the provider cannot be reached.
 //
@@ -335,12 +335,13 @@ func (sc *pgScenario) restartAllAtOnce(cc *charmCluster) {
 }
 
 // replaceWithPgFrozen freezes every pg pod (SIGSTOP) and replaces a web
-// follower's pod meanwhile. The provider stays unreachable for a minute:
-// the consumer's stream is dropped by keepalive (within 15 s) and fails and
-// backs off many times over (its retries are at most 5 s apart), and the
-// new pod runs its whole start sequence with nobody on the other side.
+// follower's pod meanwhile. The provider stays unreachable for 30 s: twice
+// what the consumer's keepalive needs to drop its stream (15 s), after
+// which its reconnections fail and back off a few times over (they are at
+// most 5 s apart); the new pod runs its whole start sequence with nobody
+// on the other side.
 func (sc *pgScenario) replaceWithPgFrozen(pgPods []*pod) {
-	const frozenFor = time.Minute
+	const frozenFor = 30 * time.Second
 	t, ap := sc.t, sc.ap
 	v := ap.web.waitOneCluster(startTimeout, "before the replacement with pg frozen", allUnitsActive)
 	o := ap.web.followers(v)[0]
