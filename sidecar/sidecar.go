@@ -165,6 +165,9 @@ func (c *Config) validate() error {
 	if c.Units < 0 {
 		return fmt.Errorf("--units must not be negative, got %d", c.Units)
 	}
+	if err := validateRaftTiming(c.Raft); err != nil {
+		return err
+	}
 	if c.UnitTakeoverAfter <= 0 {
 		c.UnitTakeoverAfter = 30 * time.Second
 	}
@@ -179,6 +182,30 @@ func (c *Config) validate() error {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	return nil
+}
+
+// validateRaftTiming refuses raft timeouts that cannot work together,
+// naming the flags (raft refuses some of them too, in its own words, once
+// the member starts). Zero values are raft's defaults, checked by raft.
+func validateRaftTiming(r raftstore.Config) error {
+	hb, election, lease := r.HeartbeatTimeout, r.ElectionTimeout, r.LeaderLeaseTimeout
+	if hb <= 0 {
+		return nil
+	}
+	if election > 0 && election < hb {
+		return fmt.Errorf("--raft-election-timeout (%s) must be at least --raft-heartbeat-timeout (%s)", election, hb)
+	}
+	if lease > hb {
+		return fmt.Errorf("--raft-leader-lease-timeout (%s) must not be longer than --raft-heartbeat-timeout (%s)", lease, hb)
+	}
+	// The leader hears from its followers once per tenth to fifth of the
+	// heartbeat timeout, and steps down when a lease passes without
+	// answers from a quorum: a lease barely longer than that gap makes
+	// it step down between two heartbeats, again and again.
+	if lease > 0 && lease < hb/4 {
+		return fmt.Errorf("--raft-leader-lease-timeout (%s) must be at least a quarter of --raft-heartbeat-timeout (%s): the leader hears from its followers only every tenth to fifth of it, and steps down when a lease passes without a quorum's answer", lease, hb)
 	}
 	return nil
 }
