@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -206,6 +205,7 @@ type Node struct {
 	// paced is trans as raft uses it: heartbeats to non-voters paced (see
 	// heartbeat.go), by the suffrages of the committed configuration.
 	paced           *pacedTransport
+	snapIndex       snapshotIndex // raft's last snapshot index, read from Stats when it changed
 	suffrage        suffrages
 	suffrageChanged chan struct{}
 	// stores are raft's log and stable stores.
@@ -351,10 +351,12 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir.RaftPath(), 2, hl)
+	fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(dir.RaftPath(), 2, hl)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot store in %s: %w", dir.RaftPath(), err)
 	}
+	n.snapIndex.stats = func() map[string]string { return n.raft.Stats() }
+	snaps := watchedSnapshots{SnapshotStore: fileSnaps, idx: &n.snapIndex}
 	logStore := n.stores.logs
 	if cfg.wrapLogStore != nil {
 		logStore = cfg.wrapLogStore(logStore)
@@ -543,10 +545,7 @@ func (n *Node) StateIndex() uint64 {
 
 // lastSnapshotIndex returns the index of the newest snapshot raft has
 // taken or installed, 0 if none.
-func (n *Node) lastSnapshotIndex() uint64 {
-	i, _ := strconv.ParseUint(n.raft.Stats()["last_snapshot_index"], 10, 64)
-	return i
-}
+func (n *Node) lastSnapshotIndex() uint64 { return n.snapIndex.get() }
 
 // IsLeader reports whether this member is the raft leader now.
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
