@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/bagkeeper/bagkeeper/test/wait"
 )
 
 // hookHelperEnv, when set in a re-run of this test binary, makes it run
@@ -49,19 +51,14 @@ func TestAHookDoesNotOutliveItsAgent(t *testing.T) {
 	defer func() { _ = helper.Process.Kill(); _ = helper.Wait() }()
 
 	hookPid := 0
-	deadline := time.Now().Add(30 * time.Second)
-	for hookPid == 0 {
-		if b, err := os.ReadFile(pidFile); err == nil {
-			if hookPid, err = strconv.Atoi(strings.TrimSpace(string(b))); err != nil {
-				t.Fatalf("hook.pid: %v", err)
-			}
-			break
+	wait.Until(t, 30*time.Second, "the hook to start", func() error {
+		b, err := os.ReadFile(pidFile)
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the hook did not start within 30s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		hookPid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err
+	})
 	// Whatever the outcome, the hook does not outlive the test.
 	defer func() { _ = syscall.Kill(hookPid, syscall.SIGKILL) }()
 
@@ -69,13 +66,12 @@ func TestAHookDoesNotOutliveItsAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = helper.Wait()
-	deadline = time.Now().Add(10 * time.Second)
-	for processLives(hookPid) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the hook (pid %d) still runs 10s after its agent was killed", hookPid)
+	wait.Until(t, 10*time.Second, fmt.Sprintf("the hook (pid %d) to end with its agent", hookPid), func() error {
+		if processLives(hookPid) {
+			return fmt.Errorf("pid %d still runs", hookPid)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // processLives reports whether pid names a process that has not ended (a

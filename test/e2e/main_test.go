@@ -209,20 +209,15 @@ func (p *process) kill() {
 // directory) and waits until they have ended.
 func endProcessesIn(t testing.TB, dir string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	err := poll(10*time.Second, "the processes in "+dir+" to end", func() (bool, string) {
 		pids := processesIn(dir)
-		if len(pids) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("processes %v still run in %s 10s after they were killed", pids, dir)
-			return
-		}
 		for _, pid := range pids {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
-		time.Sleep(10 * time.Millisecond)
+		return len(pids) == 0, fmt.Sprintf("processes %v still run", pids)
+	})
+	if err != nil {
+		t.Error(err)
 	}
 }
 
