@@ -32,6 +32,8 @@ type checkedLogStore struct {
 	monotonic bool
 	onDamage  func(index uint64, err error)
 	onWrite   func(err error)
+	// onStored, if set, is told the entries of every append that succeeded.
+	onStored func(logs []*raft.Log)
 }
 
 func (s *checkedLogStore) GetLog(index uint64, l *raft.Log) error {
@@ -62,6 +64,9 @@ func (s *checkedLogStore) StoreLogs(logs []*raft.Log) error {
 	err := s.LogStore.StoreLogs(logs)
 	if s.onWrite != nil {
 		s.onWrite(err)
+	}
+	if err == nil && s.onStored != nil {
+		s.onStored(logs)
 	}
 	return err
 }

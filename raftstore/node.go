@@ -1,6 +1,7 @@
 package raftstore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -69,12 +70,12 @@ type Config struct {
 	LeaderLeaseTimeout time.Duration
 	CommitTimeout      time.Duration
 	// Snapshotting (defaults: threshold 2048 entries, 2048 trailing logs,
-	// checked every 2 seconds). The log is only cut after a snapshot, so
-	// these bound it — on disk, and in memory, where bbolt maps all of it —
-	// to the trailing logs, the threshold and what is written between two
-	// checks; bbolt never gives back the space of a cut log, it reuses it.
-	// Fewer trailing logs mean a member with an empty disk replays less
-	// after installing the snapshot.
+	// checked every 2 seconds). The log is only cut after a snapshot; raft
+	// takes one at its check once the threshold is reached, and the member
+	// takes one whenever the log written since the last outgrows half the
+	// state (see snapshotPace), so the log holds the trailing logs and at
+	// most about half the state besides. Fewer trailing logs mean a member
+	// with an empty disk replays less after installing the snapshot.
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
 	SnapshotInterval  time.Duration
@@ -100,6 +101,9 @@ type Config struct {
 	// (tests make small ones, to have several segments after a few
 	// entries).
 	walSegmentSize int
+	// snapshotLogFloor, if set, replaces snapshotLogFloor (tests write
+	// less).
+	snapshotLogFloor int64
 }
 
 // AutopilotConfig tunes how the leader maintains the membership.
@@ -206,6 +210,7 @@ type Node struct {
 	// heartbeat.go), by the suffrages of the committed configuration.
 	paced           *pacedTransport
 	snapIndex       snapshotIndex // raft's last snapshot index, read from Stats when it changed
+	snapPace        *snapshotPace // snapshots for the log's size
 	suffrage        suffrages
 	suffrageChanged chan struct{}
 	// stores are raft's log and stable stores.
@@ -351,17 +356,21 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(dir.RaftPath(), 2, hl)
+	fileSnaps, err := raft.NewFileSnapshotStoreWithLogger(dir.RaftPath(), snapshotsRetained, hl)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot store in %s: %w", dir.RaftPath(), err)
 	}
 	n.snapIndex.stats = func() map[string]string { return n.raft.Stats() }
-	snaps := watchedSnapshots{SnapshotStore: fileSnaps, idx: &n.snapIndex}
+	n.snapPace = newSnapshotPace(cmp.Or(cfg.snapshotLogFloor, snapshotLogFloor))
+	if metas, err := fileSnaps.List(); err == nil && len(metas) > 0 {
+		n.snapPace.wrote(metas[0].Size)
+	}
+	snaps := watchedSnapshots{SnapshotStore: fileSnaps, idx: &n.snapIndex, pace: n.snapPace}
 	logStore := n.stores.logs
 	if cfg.wrapLogStore != nil {
 		logStore = cfg.wrapLogStore(logStore)
 	}
-	logs, err := raft.NewLogCache(512, &checkedLogStore{LogStore: logStore, monotonic: kind == LogStoreWAL || kind == LogStoreSegments, onDamage: n.markDamaged, onWrite: n.logWrite})
+	logs, err := raft.NewLogCache(512, &checkedLogStore{LogStore: logStore, monotonic: kind == LogStoreWAL || kind == LogStoreSegments, onDamage: n.markDamaged, onWrite: n.logWrite, onStored: n.snapPace.stored})
 	if err != nil {
 		return nil, err
 	}
@@ -425,13 +434,17 @@ func Open(cfg Config) (*Node, error) {
 		return false
 	})
 	n.raft.RegisterObserver(n.observer)
-	n.wg.Add(9)
+	n.wg.Add(10)
 	go func() { defer n.wg.Done(); n.markGroup(n.ctx) }()
 	go func() { defer n.wg.Done(); n.followSuffrage(n.ctx, n.suffrageChanged) }()
 	go func() { defer n.wg.Done(); n.trackLeaderCommit(n.ctx) }()
 	go func() { defer n.wg.Done(); n.hashes.run(n.ctx, n.log.Debug) }()
 	go func() { defer n.wg.Done(); n.watchLeader(n.ctx, obs) }()
 	go func() { defer n.wg.Done(); n.runNudger(n.ctx) }()
+	go func() {
+		defer n.wg.Done()
+		n.snapPace.run(n.ctx, func() error { return n.raft.Snapshot().Error() }, cfg.SnapshotInterval, n.log.Warn)
+	}()
 	go func() {
 		defer n.wg.Done()
 		if err := n.grpc.Serve(cfg.GRPCListener); err != nil && !errors.Is(err, grpc.ErrServerStopped) {

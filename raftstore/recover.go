@@ -377,7 +377,7 @@ func withStores(dataDir, app string, fn func(*DataDir, *raft.Config, raft.LogSto
 		return err
 	}
 	defer stores.Close()
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(d.RaftPath(), 2, logger)
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(d.RaftPath(), snapshotsRetained, logger)
 	if err != nil {
 		return err
 	}

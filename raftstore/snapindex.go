@@ -42,10 +42,12 @@ func (s *snapshotIndex) wrote(index uint64) {
 }
 
 // watchedSnapshots is the snapshot store raft uses, telling idx of every
-// snapshot written to it.
+// snapshot written to it, and pace (if set) of every snapshot begun and of
+// its size.
 type watchedSnapshots struct {
 	raft.SnapshotStore
-	idx *snapshotIndex
+	idx  *snapshotIndex
+	pace *snapshotPace
 }
 
 func (w watchedSnapshots) Create(version raft.SnapshotVersion, index, term uint64, configuration raft.Configuration, configurationIndex uint64, trans raft.Transport) (raft.SnapshotSink, error) {
@@ -53,19 +55,33 @@ func (w watchedSnapshots) Create(version raft.SnapshotVersion, index, term uint6
 	if err != nil {
 		return nil, err
 	}
-	return watchedSink{SnapshotSink: sink, index: index, idx: w.idx}, nil
+	if w.pace != nil {
+		w.pace.begun()
+	}
+	return &watchedSink{SnapshotSink: sink, index: index, idx: w.idx, pace: w.pace}, nil
 }
 
 type watchedSink struct {
 	raft.SnapshotSink
 	index uint64
 	idx   *snapshotIndex
+	pace  *snapshotPace
+	size  int64
 }
 
-func (s watchedSink) Close() error {
+func (s *watchedSink) Write(p []byte) (int, error) {
+	n, err := s.SnapshotSink.Write(p)
+	s.size += int64(n)
+	return n, err
+}
+
+func (s *watchedSink) Close() error {
 	err := s.SnapshotSink.Close()
 	if err == nil {
 		s.idx.wrote(s.index)
+		if s.pace != nil {
+			s.pace.wrote(s.size)
+		}
 	}
 	return err
 }

@@ -28,7 +28,11 @@ import (
 )
 
 // DefaultSegmentSize is the size past which appends go to a new segment.
-const DefaultSegmentSize = 8 << 20
+// The log's front is removed a whole segment at a time, so besides the
+// entries raft keeps, the log holds up to a segment of older ones: the
+// smaller the segment, the closer the data dir stays to what raft keeps;
+// the larger, the fewer files are created (one per 4 MiB appended).
+const DefaultSegmentSize = 4 << 20
 
 const (
 	segmentSuffix = ".seg"
