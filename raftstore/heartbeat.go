@@ -79,11 +79,15 @@ type pacedTransport struct {
 	mu   sync.Mutex
 	next map[raft.ServerID]time.Time // the earliest a heartbeat may go out
 	sent map[raft.ServerID]int       // heartbeats sent to each member (tests)
+
+	// rpcs is what raft consumes: the requests received, passed on by
+	// relayVotes (see votes.go).
+	rpcs chan raft.RPC
 }
 
 func newPacedTransport(t *raft.NetworkTransport, every time.Duration, nonVoter func(raft.ServerID) bool, done <-chan struct{}) *pacedTransport {
 	return &pacedTransport{NetworkTransport: t, every: every, nonVoter: nonVoter, done: done,
-		next: map[raft.ServerID]time.Time{}, sent: map[raft.ServerID]int{}}
+		next: map[raft.ServerID]time.Time{}, sent: map[raft.ServerID]int{}, rpcs: make(chan raft.RPC)}
 }
 
 // isHeartbeat reports whether req is one of raft's heartbeats: an append
@@ -167,6 +171,7 @@ func (n *Node) followSuffrage(ctx context.Context, changed <-chan struct{}) {
 		if nonVoter {
 			hb, election = nonVoterTimeoutFactor*hb, nonVoterTimeoutFactor*election
 		}
+		n.reloadMu.Lock()
 		rc := n.raft.ReloadableConfig()
 		if rc.HeartbeatTimeout != hb || rc.ElectionTimeout != election {
 			rc.HeartbeatTimeout, rc.ElectionTimeout = hb, election
@@ -176,6 +181,7 @@ func (n *Node) followSuffrage(ctx context.Context, changed <-chan struct{}) {
 				n.log.Debug("raft timeouts set for this member's suffrage", "nonvoter", nonVoter, "heartbeat_timeout", hb, "election_timeout", election)
 			}
 		}
+		n.reloadMu.Unlock()
 		n.paced.forget(func(id raft.ServerID) bool { _, ok := n.suffrage.of(id); return ok })
 		select {
 		case <-ctx.Done():

@@ -208,9 +208,17 @@ type Node struct {
 	trans *raft.NetworkTransport
 	// paced is trans as raft uses it: heartbeats to non-voters paced (see
 	// heartbeat.go), by the suffrages of the committed configuration.
-	paced           *pacedTransport
-	snapIndex       snapshotIndex // raft's last snapshot index, read from Stats when it changed
-	snapPace        *snapshotPace // snapshots for the log's size
+	paced     *pacedTransport
+	snapIndex snapshotIndex // raft's last snapshot index, read from Stats when it changed
+	snapPace  *snapshotPace // snapshots for the log's size
+	// reloadMu serializes changes to raft's reloadable configuration
+	// (followSuffrage, standForElection).
+	reloadMu sync.Mutex
+	// silenceWatchOff stops watchSilence from acting (tests).
+	silenceWatchOff atomic.Bool
+	// standNotBefore (Unix ns) is when watchSilence may stand next: an
+	// election timeout after this member granted another's pre-vote.
+	standNotBefore  atomic.Int64
 	suffrage        suffrages
 	suffrageChanged chan struct{}
 	// stores are raft's log and stable stores.
@@ -434,7 +442,9 @@ func Open(cfg Config) (*Node, error) {
 		return false
 	})
 	n.raft.RegisterObserver(n.observer)
-	n.wg.Add(10)
+	n.wg.Add(12)
+	go func() { defer n.wg.Done(); n.paced.relayVotes(n.ctx, n.voteJudge()) }()
+	go func() { defer n.wg.Done(); n.watchSilence(n.ctx) }()
 	go func() { defer n.wg.Done(); n.markGroup(n.ctx) }()
 	go func() { defer n.wg.Done(); n.followSuffrage(n.ctx, n.suffrageChanged) }()
 	go func() { defer n.wg.Done(); n.trackLeaderCommit(n.ctx) }()

@@ -273,7 +273,7 @@ func (b *bagkeeperTarget) ElectionTimeout() (time.Duration, string) {
 		return d
 	}
 	e := parse("raft-election-timeout")
-	return e, fmt.Sprintf("bagkeeper's defaults: election timeout %s, heartbeat timeout %s, leader lease %s (a follower stands for election after 1–2 heartbeat timeouts without the leader)",
+	return e, fmt.Sprintf("bagkeeper's defaults: election timeout %s, heartbeat timeout %s, leader lease %s (a voter stands for election 1–1.5 heartbeat timeouts after its leader's last word, and the other voters grant its votes once they have not heard from the leader for a heartbeat timeout)",
 		fmtDuration(e), fmtDuration(parse("raft-heartbeat-timeout")), b.defaultOf("raft-leader-lease-timeout"))
 }
 

@@ -1,0 +1,251 @@
+package raftstore
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Elections after a silent leader.
+//
+// A hashicorp/raft follower stands for election when its heartbeat timer
+// fires and it has not heard from the leader for a heartbeat timeout. The
+// timer runs in periods of one to two heartbeat timeouts (drawn at random)
+// that are not aligned with the leader's last word, so a follower notices
+// a silent leader one to three heartbeat timeouts after it. Until it does,
+// it refuses every vote and pre-vote, because it still names a leader.
+// When a leader stops (frozen, or its host gone), the group waits for the
+// slowest of these timers, and a candidate refused by a member that has not
+// noticed yet waits out its election timeout before it tries again.
+//
+// Two changes bring that down to about one heartbeat timeout:
+//
+//   - watchSilence: a voter stands for election when its leader has been
+//     silent for a heartbeat timeout plus a random part of up to half of
+//     one (drawn anew after each word from the leader, so two followers
+//     rarely stand at once and split the vote), unless it has just granted
+//     another voter's pre-vote (it then gives that one an election timeout
+//     to win). It makes raft look at once
+//     by lowering its heartbeat timeout to the silence so far, the one
+//     way raft lets its timer be brought forward, and then puts it back.
+//   - the vote rule (the Raft thesis, §4.2.3): a voter refuses a vote only
+//     within a heartbeat timeout of hearing from its leader. For a
+//     follower whose raft still names a leader it has not heard from for
+//     longer, a pre-vote from a voter of the committed configuration is
+//     answered here as raft would answer it without a leader (granted
+//     when the candidate's term is current and its log at least as new; a
+//     pre-vote changes nothing on either side, it only lets the candidate
+//     go on to a real election), and a vote reaches raft marked as a
+//     leadership transfer's, the one mark under which raft votes while it
+//     names a leader. Raft then checks the term, the log and whether it
+//     already voted in that term, as for any vote, and records the vote
+//     before it grants it.
+//
+// Everything else, and every request while the leader is heard, goes to
+// raft untouched: a member that still hears its leader refuses, so a
+// member cut off from the group cannot unseat a working one.
+
+// voteJudge is what the vote rule needs to know of this member.
+type voteJudge struct {
+	id        raft.ServerID
+	heartbeat time.Duration // the group's heartbeat timeout
+	now       func() time.Time
+	// raft's view: state, leader, last contact with it, current term.
+	state       func() raft.RaftState
+	leader      func() raft.ServerAddress
+	lastContact func() time.Time
+	term        func() uint64
+	// lastEntry returns the index and term of the newest log entry, ok
+	// false when they are not known here (then raft decides).
+	lastEntry func() (index, term uint64, ok bool)
+	voter     func(raft.ServerID) bool
+	header    func() raft.RPCHeader
+	logf      func(msg string, args ...any)
+	// granted, if set, is told of each pre-vote granted here.
+	granted func()
+}
+
+// silentLeader reports whether this member is a follower whose raft names
+// a leader other than candidate that it has not heard from for a heartbeat
+// timeout, candidate being a voter.
+func (j *voteJudge) silentLeader(candidate raft.ServerID, candidateAddr raft.ServerAddress) (time.Duration, bool) {
+	if j.state() != raft.Follower || !j.voter(candidate) || candidate == j.id {
+		return 0, false
+	}
+	if l := j.leader(); l == "" || l == candidateAddr {
+		return 0, false // raft's own rules apply
+	}
+	silent := j.now().Sub(j.lastContact())
+	return silent, silent > j.heartbeat
+}
+
+// judge handles rpc if the vote rule has something to say: it answers a
+// pre-vote itself (and returns true), or marks a vote for raft.
+func (j *voteJudge) judge(rpc raft.RPC, decodePeer func([]byte) raft.ServerAddress) bool {
+	switch req := rpc.Command.(type) {
+	case *raft.RequestPreVoteRequest:
+		candidate := raft.ServerID(req.ID)
+		silent, ok := j.silentLeader(candidate, decodePeer(req.Addr))
+		if !ok {
+			return false
+		}
+		current := j.term()
+		lastIndex, lastTerm, known := j.lastEntry()
+		if !known || req.Term < current {
+			return false
+		}
+		resp := &raft.RequestPreVoteResponse{RPCHeader: j.header(), Term: max(req.Term, current)}
+		resp.Granted = req.LastLogTerm > lastTerm || (req.LastLogTerm == lastTerm && req.LastLogIndex >= lastIndex)
+		j.logf("answering a pre-vote: the leader has been silent for longer than the heartbeat timeout",
+			"candidate", string(candidate), "term", req.Term, "granted", resp.Granted, "leader_silent_for", silent.Round(time.Millisecond))
+		if resp.Granted && j.granted != nil {
+			j.granted()
+		}
+		rpc.Respond(resp, nil)
+		return true
+	case *raft.RequestVoteRequest:
+		candidate := raft.ServerID(req.ID)
+		silent, ok := j.silentLeader(candidate, decodePeer(req.Addr))
+		if !ok || req.LeadershipTransfer {
+			return false
+		}
+		req.LeadershipTransfer = true
+		j.logf("passing a vote request on to raft as if no leader were known: the leader has been silent for longer than the heartbeat timeout",
+			"candidate", string(candidate), "term", req.Term, "leader_silent_for", silent.Round(time.Millisecond))
+	}
+	return false
+}
+
+// Consumer implements raft.Transport: raft reads the requests that reach
+// this member from relayVotes, not from the network transport.
+func (t *pacedTransport) Consumer() <-chan raft.RPC { return t.rpcs }
+
+// relayVotes hands raft every request the network transport receives,
+// applying the vote rule (judge, nil until raft runs) on the way.
+func (t *pacedTransport) relayVotes(ctx context.Context, judge *voteJudge) {
+	in := t.NetworkTransport.Consumer()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case rpc := <-in:
+			if judge.judge(rpc, t.DecodePeer) {
+				continue
+			}
+			select {
+			case t.rpcs <- rpc:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+// voteJudge returns the vote rule's view of this member.
+func (n *Node) voteJudge() *voteJudge {
+	return &voteJudge{
+		id:          n.id,
+		heartbeat:   n.cfg.HeartbeatTimeout,
+		now:         time.Now,
+		state:       n.raft.State,
+		leader:      n.raft.Leader,
+		lastContact: n.raft.LastContact,
+		term:        n.raft.CurrentTerm,
+		lastEntry: func() (uint64, uint64, bool) {
+			last := n.raft.LastIndex()
+			stored, err := n.logs.LastIndex()
+			if err != nil || stored != last || last == 0 {
+				return 0, 0, false // the newest entry is a snapshot's, or unknown
+			}
+			var l raft.Log
+			if err := n.logs.GetLog(last, &l); err != nil {
+				return 0, 0, false
+			}
+			return l.Index, l.Term, true
+		},
+		voter: func(id raft.ServerID) bool {
+			s, ok := n.suffrage.of(id)
+			return ok && s == raft.Voter
+		},
+		header: func() raft.RPCHeader {
+			return raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(n.id), Addr: n.trans.EncodePeer(n.id, raft.ServerAddress(n.cfg.Advertise))}
+		},
+		logf: n.log.Info,
+		// Another voter stands: let it, rather than stand too and split
+		// the vote.
+		granted: func() { n.standNotBefore.Store(time.Now().Add(n.cfg.ElectionTimeout).UnixNano()) },
+	}
+}
+
+// watchSilence has this member, while it is a voting follower, stand for
+// election once its leader has been silent for a heartbeat timeout and a
+// random part of up to half of one (see above).
+func (n *Node) watchSilence(ctx context.Context) {
+	hb := n.cfg.HeartbeatTimeout
+	var heard time.Time    // the leader's last word the deadline counts from
+	var deadline time.Time // when to stand if nothing is heard meanwhile
+	timer := time.NewTimer(hb)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		next := hb
+		if last := n.raft.LastContact(); n.silenceWatched() && !last.IsZero() {
+			if !last.Equal(heard) {
+				heard = last
+				deadline = last.Add(hb + rand.N(hb/2+1))
+			}
+			now := time.Now()
+			if notBefore := time.Unix(0, n.standNotBefore.Load()); deadline.Before(notBefore) {
+				deadline = notBefore
+			}
+			if now.Before(deadline) {
+				next = deadline.Sub(now)
+			} else {
+				n.standForElection(now.Sub(last))
+				heard = time.Time{}
+			}
+		}
+		timer.Reset(next)
+	}
+}
+
+// silenceWatched reports whether watchSilence acts: on a voting follower
+// that names a leader.
+func (n *Node) silenceWatched() bool {
+	if n.silenceWatchOff.Load() || n.raft.State() != raft.Follower {
+		return false
+	}
+	if s, ok := n.suffrage.of(n.id); !ok || s != raft.Voter {
+		return false
+	}
+	return n.raft.Leader() != ""
+}
+
+// standForElection has raft check its leader's silence now: it lowers
+// raft's heartbeat timeout to the silence so far (raft then looks at once,
+// finds the leader silent for that long, and stands), then puts it back.
+func (n *Node) standForElection(silent time.Duration) {
+	n.reloadMu.Lock()
+	defer n.reloadMu.Unlock()
+	rc := n.raft.ReloadableConfig()
+	was := rc.HeartbeatTimeout
+	rc.HeartbeatTimeout = min(was, silent) - time.Millisecond
+	if rc.HeartbeatTimeout < n.cfg.LeaderLeaseTimeout {
+		return // raft refuses a heartbeat timeout shorter than the lease
+	}
+	if err := n.raft.ReloadConfig(rc); err != nil {
+		n.log.Warn("could not have raft notice its silent leader", "err", err)
+		return
+	}
+	n.log.Info("standing for election: the leader has been silent for longer than the heartbeat timeout", "leader_silent_for", silent.Round(time.Millisecond))
+	rc.HeartbeatTimeout = was
+	if err := n.raft.ReloadConfig(rc); err != nil {
+		n.log.Warn("could not put raft's heartbeat timeout back", "heartbeat_timeout", was, "err", err)
+	}
+}

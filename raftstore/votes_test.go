@@ -1,0 +1,189 @@
+package raftstore
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// TestAFollowerVotesOnceItsLeaderIsSilentForAHeartbeatTimeout: one
+// follower's own heartbeat timer is made a minute long, so its raft goes
+// on naming the dead leader for a minute. The other follower, which
+// notices the leader's silence after its 200 ms timeout, must still be
+// elected: the first follower grants its pre-vote and vote once it has not
+// heard from the leader for the group's heartbeat timeout. (hashicorp/raft
+// alone refuses both until its own timer fires.)
+func TestAFollowerVotesOnceItsLeaderIsSilentForAHeartbeatTimeout(t *testing.T) {
+	c := newTestCluster(t, "app")
+	for _, p := range []string{"app-0", "app-1", "app-2"} {
+		c.start(p, withExpect(3))
+	}
+	l := c.leader(10 * time.Second)
+	eventually(t, 10*time.Second, "three voters", func() error {
+		if v, _ := c.voters(l); len(v) != 3 {
+			return fmt.Errorf("voters %v", v)
+		}
+		return nil
+	})
+	var slow, quick *testNode
+	for _, n := range c.running() {
+		switch {
+		case n == l:
+		case slow == nil:
+			slow = n
+		default:
+			quick = n
+		}
+	}
+	slow.node.silenceWatchOff.Store(true)
+	slowTimer(t, slow)
+	c.crash(l.pod)
+	eventually(t, 10*time.Second, quick.pod+" elected while "+slow.pod+" still names the dead leader", func() error {
+		if quick.node.raft.State() != raft.Leader {
+			return fmt.Errorf("%s is %s", quick.pod, quick.node.raft.State())
+		}
+		return nil
+	})
+	if _, id := slow.node.raft.LeaderWithID(); id != quick.node.ID() {
+		// It learns the new leader from its first append.
+		eventually(t, 5*time.Second, slow.pod+" follows the new leader", func() error {
+			if _, id := slow.node.raft.LeaderWithID(); id != quick.node.ID() {
+				return fmt.Errorf("%s names %q", slow.pod, id)
+			}
+			return nil
+		})
+	}
+}
+
+// slowTimer makes n's raft wait a minute without its leader before it
+// stands for election by itself.
+func slowTimer(t *testing.T, n *testNode) {
+	t.Helper()
+	n.node.reloadMu.Lock()
+	defer n.node.reloadMu.Unlock()
+	rc := n.node.raft.ReloadableConfig()
+	rc.HeartbeatTimeout, rc.ElectionTimeout = time.Minute, time.Minute
+	if err := n.node.raft.ReloadConfig(rc); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAVoterStandsOnceItsLeaderIsSilentForAHeartbeatTimeout: both
+// followers' raft timers are made a minute long; a leader must still be
+// elected soon after the leader dies, because a voter stands once its
+// leader has been silent for the group's heartbeat timeout (and up to half
+// of one more), whatever raft's own timer says. Both followers get their
+// raft timeout back afterwards.
+func TestAVoterStandsOnceItsLeaderIsSilentForAHeartbeatTimeout(t *testing.T) {
+	c := newTestCluster(t, "app")
+	for _, p := range []string{"app-0", "app-1", "app-2"} {
+		c.start(p, withExpect(3))
+	}
+	l := c.leader(10 * time.Second)
+	eventually(t, 10*time.Second, "three voters", func() error {
+		if v, _ := c.voters(l); len(v) != 3 {
+			return fmt.Errorf("voters %v", v)
+		}
+		return nil
+	})
+	var followers []*testNode
+	for _, n := range c.running() {
+		if n != l {
+			slowTimer(t, n)
+			followers = append(followers, n)
+		}
+	}
+	c.crash(l.pod)
+	eventually(t, 10*time.Second, "a new leader, with both followers' raft timers at a minute", func() error {
+		for _, n := range followers {
+			if n.node.raft.State() == raft.Leader {
+				return nil
+			}
+		}
+		return errors.New("no leader")
+	})
+	for _, n := range followers {
+		if got := n.node.raft.ReloadableConfig().HeartbeatTimeout; got != time.Minute {
+			t.Errorf("%s's raft heartbeat timeout is %s after the election, want it put back (a minute)", n.pod, got)
+		}
+	}
+}
+
+// TestTheVoteRule: what the rule does with each request, for a follower
+// whose leader was last heard from at lastHeard (heartbeat timeout 200ms).
+func TestTheVoteRule(t *testing.T) {
+	now := time.Unix(1000, 0)
+	judge := func(lastHeard time.Duration, state raft.RaftState) *voteJudge {
+		return &voteJudge{
+			id: "me", heartbeat: 200 * time.Millisecond, now: func() time.Time { return now },
+			state:       func() raft.RaftState { return state },
+			leader:      func() raft.ServerAddress { return "leader:1" },
+			lastContact: func() time.Time { return now.Add(-lastHeard) },
+			term:        func() uint64 { return 5 },
+			lastEntry:   func() (uint64, uint64, bool) { return 100, 5, true },
+			voter:       func(id raft.ServerID) bool { return id != "learner" },
+			header:      func() raft.RPCHeader { return raft.RPCHeader{ID: []byte("me")} },
+			logf:        func(string, ...any) {},
+		}
+	}
+	decode := func(b []byte) raft.ServerAddress { return raft.ServerAddress(b) }
+	preVote := func(id string, term, lastIndex, lastTerm uint64) *raft.RequestPreVoteRequest {
+		return &raft.RequestPreVoteRequest{RPCHeader: raft.RPCHeader{ID: []byte(id), Addr: []byte(id + ":1")}, Term: term, LastLogIndex: lastIndex, LastLogTerm: lastTerm}
+	}
+	for _, tc := range []struct {
+		name      string
+		lastHeard time.Duration
+		state     raft.RaftState
+		req       *raft.RequestPreVoteRequest
+		answered  bool
+		granted   bool
+	}{
+		{"leader heard within the timeout: raft decides (and refuses)", 150 * time.Millisecond, raft.Follower, preVote("c", 6, 100, 5), false, false},
+		{"leader silent, candidate up to date: granted", 250 * time.Millisecond, raft.Follower, preVote("c", 6, 100, 5), true, true},
+		{"leader silent, candidate's log newer: granted", 250 * time.Millisecond, raft.Follower, preVote("c", 6, 90, 6), true, true},
+		{"leader silent, candidate's log shorter: refused", 250 * time.Millisecond, raft.Follower, preVote("c", 6, 99, 5), true, false},
+		{"leader silent, candidate's last term older: refused", 250 * time.Millisecond, raft.Follower, preVote("c", 6, 200, 4), true, false},
+		{"leader silent, candidate's term older: raft decides", 250 * time.Millisecond, raft.Follower, preVote("c", 4, 100, 5), false, false},
+		{"leader silent, candidate not a voter: raft decides", 250 * time.Millisecond, raft.Follower, preVote("learner", 6, 100, 5), false, false},
+		{"a candidate itself: raft decides", 250 * time.Millisecond, raft.Candidate, preVote("c", 6, 100, 5), false, false},
+		{"the candidate is the leader raft names: raft decides", 250 * time.Millisecond, raft.Follower, preVote("leader", 6, 100, 5), false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ch := make(chan raft.RPCResponse, 1)
+			handled := judge(tc.lastHeard, tc.state).judge(raft.RPC{Command: tc.req, RespChan: ch}, decode)
+			if handled != tc.answered {
+				t.Fatalf("answered here: %v, want %v", handled, tc.answered)
+			}
+			if !tc.answered {
+				if len(ch) != 0 {
+					t.Fatal("answered, but said it did not")
+				}
+				return
+			}
+			resp := (<-ch).Response.(*raft.RequestPreVoteResponse)
+			if resp.Granted != tc.granted || resp.Term != tc.req.Term || string(resp.ID) != "me" {
+				t.Fatalf("response %+v, want granted %v at term %d from me", resp, tc.granted, tc.req.Term)
+			}
+		})
+	}
+
+	vote := func() *raft.RequestVoteRequest {
+		return &raft.RequestVoteRequest{RPCHeader: raft.RPCHeader{ID: []byte("c"), Addr: []byte("c:1")}, Term: 6, LastLogIndex: 100, LastLogTerm: 5}
+	}
+	for _, tc := range []struct {
+		lastHeard time.Duration
+		marked    bool
+	}{{150 * time.Millisecond, false}, {250 * time.Millisecond, true}} {
+		req := vote()
+		ch := make(chan raft.RPCResponse, 1)
+		if judge(tc.lastHeard, raft.Follower).judge(raft.RPC{Command: req, RespChan: ch}, decode) || len(ch) != 0 {
+			t.Fatal("a vote was answered outside raft")
+		}
+		if req.LeadershipTransfer != tc.marked {
+			t.Fatalf("leader last heard %s ago: vote marked %v, want %v", tc.lastHeard, req.LeadershipTransfer, tc.marked)
+		}
+	}
+}
