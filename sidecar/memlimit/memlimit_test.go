@@ -34,7 +34,9 @@ func TestApply(t *testing.T) {
 		{name: "GOMEMLIMIT set", v2: "268435456\n", env: map[string]string{"GOMEMLIMIT": "100MiB"},
 			wantSource: "GOMEMLIMIT", wantLog: `msg="Go memory limit from GOMEMLIMIT" limit=none source=GOMEMLIMIT`},
 		{name: "GOMEMLIMIT off", v1: "536870912\n", env: map[string]string{"GOMEMLIMIT": "off"},
-			wantSource: "GOMEMLIMIT"},
+			wantSource: "GOMEMLIMIT", wantLog: "gogc=50"},
+		{name: "GOGC set", v2: "268435456\n", env: map[string]string{"GOGC": "200"},
+			wantSet: 256 * mib / 100 * 90, wantSource: "v2", wantLog: "percent=90 gogc=200 gogc_source=GOGC"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -47,6 +49,7 @@ func TestApply(t *testing.T) {
 				}
 			}
 			current, set := int64(math.MaxInt64), false
+			var gcSet []int
 			r := Apply(Config{
 				CgroupV2: files["v2"], CgroupV1: files["v1"],
 				LookupEnv: func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok },
@@ -57,7 +60,13 @@ func TestApply(t *testing.T) {
 					}
 					return old
 				},
+				SetGCPercent: func(p int) int { gcSet = append(gcSet, p); return 100 },
 			})
+			if _, gogc := tc.env["GOGC"]; gogc && len(gcSet) != 0 {
+				t.Fatalf("GOGC is set, but the collector's target was set to %v", gcSet)
+			} else if !gogc && (len(gcSet) != 1 || gcSet[0] != GCPercent) {
+				t.Fatalf("GOGC is not set: the collector's target was set to %v, want [%d]", gcSet, GCPercent)
+			}
 			if tc.wantSet == 0 && set {
 				t.Fatalf("the runtime's limit was set to %d, want it untouched", current)
 			}
