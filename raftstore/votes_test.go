@@ -17,17 +17,7 @@ import (
 // heard from the leader for the group's heartbeat timeout. (hashicorp/raft
 // alone refuses both until its own timer fires.)
 func TestAFollowerVotesOnceItsLeaderIsSilentForAHeartbeatTimeout(t *testing.T) {
-	c := newTestCluster(t, "app")
-	for _, p := range []string{"app-0", "app-1", "app-2"} {
-		c.start(p, withExpect(3))
-	}
-	l := c.leader(10 * time.Second)
-	eventually(t, 10*time.Second, "three voters", func() error {
-		if v, _ := c.voters(l); len(v) != 3 {
-			return fmt.Errorf("voters %v", v)
-		}
-		return nil
-	})
+	c, l := threeVoters(t)
 	var slow, quick *testNode
 	for _, n := range c.running() {
 		switch {
@@ -58,6 +48,23 @@ func TestAFollowerVotesOnceItsLeaderIsSilentForAHeartbeatTimeout(t *testing.T) {
 	}
 }
 
+// threeVoters starts a group of three voters and returns it and its leader.
+func threeVoters(t *testing.T) (*testCluster, *testNode) {
+	t.Helper()
+	c := newTestCluster(t, "app")
+	for _, p := range []string{"app-0", "app-1", "app-2"} {
+		c.start(p, withExpect(3))
+	}
+	l := c.leader(10 * time.Second)
+	eventually(t, 10*time.Second, "three voters", func() error {
+		if v, _ := c.voters(l); len(v) != 3 {
+			return fmt.Errorf("voters %v", v)
+		}
+		return nil
+	})
+	return c, l
+}
+
 // slowTimer makes n's raft wait a minute without its leader before it
 // stands for election by itself.
 func slowTimer(t *testing.T, n *testNode) {
@@ -78,17 +85,7 @@ func slowTimer(t *testing.T, n *testNode) {
 // of one more), whatever raft's own timer says. Both followers get their
 // raft timeout back afterwards.
 func TestAVoterStandsOnceItsLeaderIsSilentForAHeartbeatTimeout(t *testing.T) {
-	c := newTestCluster(t, "app")
-	for _, p := range []string{"app-0", "app-1", "app-2"} {
-		c.start(p, withExpect(3))
-	}
-	l := c.leader(10 * time.Second)
-	eventually(t, 10*time.Second, "three voters", func() error {
-		if v, _ := c.voters(l); len(v) != 3 {
-			return fmt.Errorf("voters %v", v)
-		}
-		return nil
-	})
+	c, l := threeVoters(t)
 	var followers []*testNode
 	for _, n := range c.running() {
 		if n != l {
