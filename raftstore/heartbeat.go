@@ -67,6 +67,12 @@ func (s *suffrages) nonVoter(id raft.ServerID) bool {
 	return ok && v == raft.Nonvoter
 }
 
+// voter reports whether id is a voter of the committed configuration.
+func (s *suffrages) voter(id raft.ServerID) bool {
+	v, ok := s.of(id)
+	return ok && v == raft.Voter
+}
+
 // pacedTransport is the raft transport with heartbeats to non-voters
 // paced: one at most every every per non-voter. Everything else passes
 // through unchanged.

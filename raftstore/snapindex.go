@@ -42,8 +42,7 @@ func (s *snapshotIndex) wrote(index uint64) {
 }
 
 // watchedSnapshots is the snapshot store raft uses, telling idx of every
-// snapshot written to it, and pace (if set) of every snapshot begun and of
-// its size.
+// snapshot written to it, and pace of every snapshot begun and of its size.
 type watchedSnapshots struct {
 	raft.SnapshotStore
 	idx  *snapshotIndex
@@ -55,9 +54,7 @@ func (w watchedSnapshots) Create(version raft.SnapshotVersion, index, term uint6
 	if err != nil {
 		return nil, err
 	}
-	if w.pace != nil {
-		w.pace.begun()
-	}
+	w.pace.begun()
 	return &watchedSink{SnapshotSink: sink, index: index, idx: w.idx, pace: w.pace}, nil
 }
 
@@ -79,9 +76,7 @@ func (s *watchedSink) Close() error {
 	err := s.SnapshotSink.Close()
 	if err == nil {
 		s.idx.wrote(s.index)
-		if s.pace != nil {
-			s.pace.wrote(s.size)
-		}
+		s.pace.wrote(s.size)
 	}
 	return err
 }

@@ -123,7 +123,7 @@ func (j *voteJudge) judge(rpc raft.RPC, decodePeer func([]byte) raft.ServerAddre
 func (t *pacedTransport) Consumer() <-chan raft.RPC { return t.rpcs }
 
 // relayVotes hands raft every request the network transport receives,
-// applying the vote rule (judge, nil until raft runs) on the way.
+// applying the vote rule (judge) on the way.
 func (t *pacedTransport) relayVotes(ctx context.Context, judge *voteJudge) {
 	in := t.NetworkTransport.Consumer()
 	for {
@@ -165,10 +165,7 @@ func (n *Node) voteJudge() *voteJudge {
 			}
 			return l.Index, l.Term, true
 		},
-		voter: func(id raft.ServerID) bool {
-			s, ok := n.suffrage.of(id)
-			return ok && s == raft.Voter
-		},
+		voter: n.suffrage.voter,
 		header: func() raft.RPCHeader {
 			return raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(n.id), Addr: n.trans.EncodePeer(n.id, raft.ServerAddress(n.cfg.Advertise))}
 		},
@@ -218,13 +215,8 @@ func (n *Node) watchSilence(ctx context.Context) {
 // silenceWatched reports whether watchSilence acts: on a voting follower
 // that names a leader.
 func (n *Node) silenceWatched() bool {
-	if n.silenceWatchOff.Load() || n.raft.State() != raft.Follower {
-		return false
-	}
-	if s, ok := n.suffrage.of(n.id); !ok || s != raft.Voter {
-		return false
-	}
-	return n.raft.Leader() != ""
+	return !n.silenceWatchOff.Load() && n.raft.State() == raft.Follower &&
+		n.suffrage.voter(n.id) && n.raft.Leader() != ""
 }
 
 // standForElection has raft check its leader's silence now: it lowers

@@ -16,26 +16,11 @@ import (
 // heard from the leader for the group's heartbeat timeout. (hashicorp/raft
 // alone refuses both until its own timer fires.)
 func TestAFollowerVotesOnceItsLeaderIsSilentForAHeartbeatTimeout(t *testing.T) {
-	c, l := threeVoters(t)
-	var slow, quick *testNode
-	for _, n := range c.running() {
-		switch {
-		case n == l:
-		case slow == nil:
-			slow = n
-		default:
-			quick = n
-		}
-	}
+	c, l, slow, quick := threeVoters(t)
 	slow.node.silenceWatchOff.Store(true)
 	slowTimer(t, slow)
 	c.crash(l.pod)
-	eventually(t, 10*time.Second, quick.pod+" elected while "+slow.pod+" still names the dead leader", func() error {
-		if quick.node.raft.State() != raft.Leader {
-			return fmt.Errorf("%s is %s", quick.pod, quick.node.raft.State())
-		}
-		return nil
-	})
+	waitLeads(t, quick, "while "+slow.pod+" still names the dead leader")
 	if _, id := slow.node.raft.LeaderWithID(); id != quick.node.ID() {
 		// It learns the new leader from its first append.
 		eventually(t, 5*time.Second, slow.pod+" follows the new leader", func() error {
@@ -47,21 +32,39 @@ func TestAFollowerVotesOnceItsLeaderIsSilentForAHeartbeatTimeout(t *testing.T) {
 	}
 }
 
-// threeVoters starts a group of three voters and returns it and its leader.
-func threeVoters(t *testing.T) (*testCluster, *testNode) {
+// threeVoters starts a group of three voters and returns it, its leader
+// and its two followers.
+func threeVoters(t *testing.T) (c *testCluster, leader, a, b *testNode) {
 	t.Helper()
-	c := newTestCluster(t, "app")
+	c = newTestCluster(t, "app")
 	for _, p := range []string{"app-0", "app-1", "app-2"} {
 		c.start(p, withExpect(3))
 	}
-	l := c.leader(10 * time.Second)
+	leader = c.leader(10 * time.Second)
 	eventually(t, 10*time.Second, "three voters", func() error {
-		if v, _ := c.voters(l); len(v) != 3 {
+		if v, _ := c.voters(leader); len(v) != 3 {
 			return fmt.Errorf("voters %v", v)
 		}
 		return nil
 	})
-	return c, l
+	var followers []*testNode
+	for _, n := range c.running() {
+		if n != leader {
+			followers = append(followers, n)
+		}
+	}
+	return c, leader, followers[0], followers[1]
+}
+
+// waitLeads waits until n is the leader.
+func waitLeads(t *testing.T, n *testNode, while string) {
+	t.Helper()
+	eventually(t, 10*time.Second, n.pod+" elected "+while, func() error {
+		if st := n.node.raft.State(); st != raft.Leader {
+			return fmt.Errorf("%s is %s", n.pod, st)
+		}
+		return nil
+	})
 }
 
 // slowTimer makes n's raft wait a minute without its leader before it
@@ -87,27 +90,12 @@ func slowTimer(t *testing.T, n *testNode) {
 // half of one more), whatever raft's own timer says; and it gets its raft
 // timeout back afterwards.
 func TestAVoterStandsOnceItsLeaderIsSilentForAHeartbeatTimeout(t *testing.T) {
-	c, l := threeVoters(t)
-	var stander, other *testNode
-	for _, n := range c.running() {
-		switch {
-		case n == l:
-			continue
-		case stander == nil:
-			stander = n
-		default:
-			other = n
-			other.node.silenceWatchOff.Store(true)
-		}
-		slowTimer(t, n)
-	}
+	c, l, stander, other := threeVoters(t)
+	other.node.silenceWatchOff.Store(true)
+	slowTimer(t, stander)
+	slowTimer(t, other)
 	c.crash(l.pod)
-	eventually(t, 10*time.Second, stander.pod+" elected, with both followers' raft timers at a minute", func() error {
-		if stander.node.raft.State() != raft.Leader {
-			return fmt.Errorf("%s is %s", stander.pod, stander.node.raft.State())
-		}
-		return nil
-	})
+	waitLeads(t, stander, "with both followers' raft timers at a minute")
 	if got := stander.node.raft.ReloadableConfig().HeartbeatTimeout; got != time.Minute {
 		t.Errorf("%s's raft heartbeat timeout is %s after the election, want it put back (a minute)", stander.pod, got)
 	}
