@@ -263,8 +263,11 @@ func plan(members []MemberHealth, self raft.ServerID, commit uint64, now time.Ti
 func (n *Node) runLeader(ctx context.Context) {
 	obs := make(chan raft.Observation, 16)
 	observer := raft.NewObserver(obs, false, func(o *raft.Observation) bool {
-		_, ok := o.Data.(raft.LeaderObservation)
-		return ok
+		switch o.Data.(type) {
+		case raft.LeaderObservation, raft.RaftState:
+			return true
+		}
+		return false
 	})
 	n.raft.RegisterObserver(observer)
 	defer n.raft.DeregisterObserver(observer)
@@ -272,11 +275,17 @@ func (n *Node) runLeader(ctx context.Context) {
 	defer tick.Stop()
 	wasLeader := false
 	for {
+		// Only a leader has work on the tick; another member waits for
+		// raft to say the leader changed.
+		var ticks <-chan time.Time
+		if n.IsLeader() {
+			ticks = tick.C
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-obs:
-		case <-tick.C:
+		case <-ticks:
 		}
 		if !n.IsLeader() || n.stopping.Load() {
 			wasLeader = false

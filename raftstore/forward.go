@@ -332,6 +332,7 @@ func (n *Node) watchLeader(ctx context.Context, obs <-chan raft.Observation) {
 				last = d.LeaderID
 			case raft.RaftState:
 				n.leaders.changed()
+				n.roleChanged()
 			}
 		}
 	}

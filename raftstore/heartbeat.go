@@ -9,31 +9,52 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// Heartbeats beyond the voters.
+// Heartbeats.
 //
 // hashicorp/raft's leader sends each follower a heartbeat every tenth to
-// fifth of the heartbeat timeout, voter or not, and a follower that hears
-// nothing for a heartbeat timeout forgets its leader. A voter needs that
-// pace: it is how quickly the group notices a dead leader. A non-voter
-// never stands for election; it only needs to go on knowing the leader,
-// and in a large application most members are non-voters, so the leader's
-// idle cost is mostly their heartbeats. So:
+// fifth of its heartbeat timeout (a pace not configurable apart from that
+// timeout), and a follower that hears nothing for a heartbeat timeout
+// forgets its leader. Each heartbeat wakes both members; on an idle group
+// they are most of what either does, and that pace is more than failure
+// detection needs: a voter notices a silent leader by the time since its
+// last word, not by the heartbeats it missed (votes.go). The heartbeat
+// timeout in a member's raft configuration is its own, so:
 //
-//   - a non-voter waits nonVoterTimeoutFactor × the heartbeat timeout
-//     before it forgets its leader (its raft configuration is reloaded
-//     whenever the committed configuration changes its suffrage);
-//   - the leader's transport sends a non-voter at most one heartbeat per
-//     fifth of that (pacedTransport): a few a second instead of 10 to 20.
+//   - the leader runs raft with a longer one (leaderHeartbeatTimeout: 2.5 ×
+//     the group's, at most 3 × the leader lease). Its heartbeats then go
+//     out every 120 to 240 ms at the defaults instead of 50 to 100: a
+//     follower still hears its leader at least twice per heartbeat
+//     timeout, and the leader a quorum at least once and a half per lease.
+//     Raft uses the leader's own timeout for nothing else but the backoff
+//     after a failed heartbeat; a leadership verification (linearizable
+//     reads) sends its heartbeats at once whatever the pace.
+//   - a non-voter, which never stands for election and only needs to go on
+//     knowing the leader, waits nonVoterTimeoutFactor × the group's
+//     heartbeat timeout before it forgets its leader, and the leader's
+//     transport sends it at most one heartbeat per fifth of that
+//     (pacedTransport): 2.5 a second instead of 10 to 20.
 //
-// Nothing is answered for a non-voter: a paced heartbeat is sent later,
-// not skipped, so what raft counts (contact, leader verification) is what
-// the member really answered.
+// followRole reloads raft's timeouts whenever this member's raft state or
+// its suffrage in the committed configuration changes. Nothing is answered
+// for a non-voter: a paced heartbeat is sent later, not skipped, so what
+// raft counts (contact, leader verification) is what the member really
+// answered.
 const nonVoterTimeoutFactor = 4
 
 // nonVoterHeartbeatEvery is the least time between two heartbeats to one
 // non-voter, for a group whose heartbeat timeout is hb.
 func nonVoterHeartbeatEvery(hb time.Duration) time.Duration {
 	return nonVoterTimeoutFactor * hb / 5
+}
+
+// leaderHeartbeatTimeout is the heartbeat timeout a leader runs raft with,
+// for a group whose heartbeat timeout is hb and whose leader lease is
+// lease (raft heartbeats every tenth to fifth of it): 2.5 × hb, so that a
+// heartbeat goes out at least every half hb, and at most 3 × lease, so
+// that the leader hears a quorum at least every 0.6 lease; never shorter
+// than hb.
+func leaderHeartbeatTimeout(hb, lease time.Duration) time.Duration {
+	return max(hb, min(5*hb/2, 3*lease))
 }
 
 // suffrages is the suffrage of each member in the newest committed
@@ -89,11 +110,27 @@ type pacedTransport struct {
 	// rpcs is what raft consumes: the requests received, passed on by
 	// relayVotes (see votes.go).
 	rpcs chan raft.RPC
+	// heard is told of each heartbeat and append received.
+	heard func()
 }
 
-func newPacedTransport(t *raft.NetworkTransport, every time.Duration, nonVoter func(raft.ServerID) bool, done <-chan struct{}) *pacedTransport {
-	return &pacedTransport{NetworkTransport: t, every: every, nonVoter: nonVoter, done: done,
+func newPacedTransport(t *raft.NetworkTransport, every time.Duration, nonVoter func(raft.ServerID) bool, heard func(), done <-chan struct{}) *pacedTransport {
+	return &pacedTransport{NetworkTransport: t, every: every, nonVoter: nonVoter, heard: heard, done: done,
 		next: map[raft.ServerID]time.Time{}, sent: map[raft.ServerID]int{}, rpcs: make(chan raft.RPC)}
+}
+
+// SetHeartbeatHandler implements raft.Transport: raft's handler of the
+// heartbeats received, which the network transport calls without going
+// through relayVotes, and then heard.
+func (t *pacedTransport) SetHeartbeatHandler(cb func(raft.RPC)) {
+	if cb == nil {
+		t.NetworkTransport.SetHeartbeatHandler(nil)
+		return
+	}
+	t.NetworkTransport.SetHeartbeatHandler(func(rpc raft.RPC) {
+		cb(rpc)
+		t.heard()
+	})
 }
 
 // isHeartbeat reports whether req is one of raft's heartbeats: an append
@@ -164,27 +201,45 @@ func (t *pacedTransport) heartbeatsSent(id raft.ServerID) int {
 	return t.sent[id]
 }
 
-// followSuffrage gives this member's raft the timeouts of its suffrage:
-// the group's as a voter (or not yet a member); as a non-voter, which
-// never stands for election, nonVoterTimeoutFactor times longer ones (raft
-// wants the election timeout no shorter than the heartbeat timeout). It
-// runs until ctx ends, acting on each committed configuration (changed is
-// signalled after suffrage is updated).
-func (n *Node) followSuffrage(ctx context.Context, changed <-chan struct{}) {
+// roleChanged tells followRole to look at this member's role again.
+func (n *Node) roleChanged() {
+	select {
+	case n.roleChange <- struct{}{}:
+	default:
+	}
+}
+
+// roleTimeouts returns the heartbeat and election timeouts raft runs with
+// on this member now: leaderHeartbeatTimeout as the leader; the group's as
+// a voter (or not yet a member); as a non-voter, which never stands for
+// election, nonVoterTimeoutFactor times longer ones. Raft wants the
+// election timeout no shorter than the heartbeat timeout.
+func (n *Node) roleTimeouts() (hb, election time.Duration, role string) {
+	hb, election = n.cfg.HeartbeatTimeout, n.cfg.ElectionTimeout
+	switch {
+	case n.raft.State() == raft.Leader:
+		hb = leaderHeartbeatTimeout(hb, n.cfg.LeaderLeaseTimeout)
+		return hb, max(hb, election), "leader"
+	case n.suffrage.nonVoter(n.id):
+		return nonVoterTimeoutFactor * hb, nonVoterTimeoutFactor * election, "nonvoter"
+	}
+	return hb, election, "voter"
+}
+
+// followRole gives this member's raft the timeouts of its role
+// (roleTimeouts). It runs until ctx ends, acting on each change of raft
+// state or committed configuration (changed is signalled after either).
+func (n *Node) followRole(ctx context.Context, changed <-chan struct{}) {
 	for {
-		hb, election := n.cfg.HeartbeatTimeout, n.cfg.ElectionTimeout
-		nonVoter := n.suffrage.nonVoter(n.id)
-		if nonVoter {
-			hb, election = nonVoterTimeoutFactor*hb, nonVoterTimeoutFactor*election
-		}
+		hb, election, role := n.roleTimeouts()
 		n.reloadMu.Lock()
 		rc := n.raft.ReloadableConfig()
 		if rc.HeartbeatTimeout != hb || rc.ElectionTimeout != election {
 			rc.HeartbeatTimeout, rc.ElectionTimeout = hb, election
 			if err := n.raft.ReloadConfig(rc); err != nil {
-				n.log.Warn("could not change the raft timeouts for this member's suffrage", "heartbeat_timeout", hb, "election_timeout", election, "err", err)
+				n.log.Warn("could not change the raft timeouts for this member's role", "role", role, "heartbeat_timeout", hb, "election_timeout", election, "err", err)
 			} else {
-				n.log.Debug("raft timeouts set for this member's suffrage", "nonvoter", nonVoter, "heartbeat_timeout", hb, "election_timeout", election)
+				n.log.Debug("raft timeouts set for this member's role", "role", role, "heartbeat_timeout", hb, "election_timeout", election)
 			}
 		}
 		n.reloadMu.Unlock()

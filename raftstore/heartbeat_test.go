@@ -38,6 +38,8 @@ func TestNonVotersGetPacedHeartbeatsAndKeepTheirLeader(t *testing.T) {
 		for _, n := range c.running() {
 			want := hb
 			switch {
+			case n == l:
+				want = leaderHeartbeatTimeout(hb, l.node.cfg.LeaderLeaseTimeout)
 			case slices.Contains(nvs, string(n.node.ID())):
 				nonVoters = append(nonVoters, n)
 				want = nonVoterTimeoutFactor * hb
@@ -79,7 +81,8 @@ func TestNonVotersGetPacedHeartbeatsAndKeepTheirLeader(t *testing.T) {
 		got := l.node.paced.heartbeatsSent(n.node.ID()) - before[n]
 		t.Logf("voter %s: %d heartbeats in %s", n.pod, got, window)
 		if got <= most {
-			t.Errorf("voter %s got %d heartbeats in %s, want more than a non-voter's %d (raft's pace, one per %s to %s)", n.pod, got, window, most, hb/10, hb/5)
+			lhb := leaderHeartbeatTimeout(hb, l.node.cfg.LeaderLeaseTimeout)
+			t.Errorf("voter %s got %d heartbeats in %s, want more than a non-voter's %d (raft's pace, one per %s to %s)", n.pod, got, window, most, lhb/10, lhb/5)
 		}
 	}
 
@@ -98,4 +101,48 @@ func TestNonVotersGetPacedHeartbeatsAndKeepTheirLeader(t *testing.T) {
 		vs, nvs := c.voters(l)
 		return fmt.Errorf("voters %v, non-voters %v", vs, nvs)
 	})
+}
+
+// TestTheLeaderRunsRaftWithItsOwnHeartbeatTimeout: the leader's raft runs
+// with leaderHeartbeatTimeout (raft's heartbeats come less often), the
+// followers' with the group's; the group keeps its leader at that pace (no
+// new term: the leader hears a quorum within every lease); when
+// leadership moves, each member takes the timeouts of its new role.
+func TestTheLeaderRunsRaftWithItsOwnHeartbeatTimeout(t *testing.T) {
+	c, l, a, _ := threeVoters(t)
+	hb, election := l.node.cfg.HeartbeatTimeout, l.node.cfg.ElectionTimeout
+	lhb := leaderHeartbeatTimeout(hb, l.node.cfg.LeaderLeaseTimeout)
+	if lhb <= hb {
+		t.Fatalf("leader's heartbeat timeout %s, want longer than the group's %s", lhb, hb)
+	}
+	timeouts := func(leader *testNode) error {
+		for _, n := range c.running() {
+			wantHB, wantElection := hb, election
+			if n == leader {
+				wantHB, wantElection = lhb, max(lhb, election)
+			}
+			rc := n.node.raft.ReloadableConfig()
+			if rc.HeartbeatTimeout != wantHB || rc.ElectionTimeout != wantElection {
+				return fmt.Errorf("%s (leader %v): heartbeat timeout %s, election timeout %s; want %s, %s", n.pod, n == leader, rc.HeartbeatTimeout, rc.ElectionTimeout, wantHB, wantElection)
+			}
+		}
+		return nil
+	}
+	eventually(t, 5*time.Second, "the leader on its own heartbeat timeout, the followers on the group's", func() error { return timeouts(l) })
+
+	// Ten leases at the leader's pace: still the same term and leader.
+	term := l.node.raft.CurrentTerm()
+	end := time.Now().Add(10 * l.node.cfg.LeaderLeaseTimeout)
+	for time.Now().Before(end) {
+		if !l.node.IsLeader() || l.node.raft.CurrentTerm() != term {
+			t.Fatalf("%s lost leadership at the leader's heartbeat pace (term %d, now %d)", l.pod, term, l.node.raft.CurrentTerm())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	if err := l.node.TransferLeadership(applyCtx(t), a.node.ID()); err != nil {
+		t.Fatalf("transfer to %s: %v", a.pod, err)
+	}
+	waitLeads(t, a, "by transfer")
+	eventually(t, 5*time.Second, "the new leader on its own heartbeat timeout, the old one on the group's", func() error { return timeouts(a) })
 }

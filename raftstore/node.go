@@ -161,7 +161,7 @@ func (c *Config) setDefaults() error {
 	def(&c.LeaveTimeout, 5*time.Second)
 	def(&c.HeartbeatTimeout, 500*time.Millisecond)
 	def(&c.ElectionTimeout, 500*time.Millisecond)
-	def(&c.LeaderLeaseTimeout, 250*time.Millisecond)
+	def(&c.LeaderLeaseTimeout, 400*time.Millisecond)
 	def(&c.CommitTimeout, time.Second)
 	def(&c.SnapshotInterval, 2*time.Second)
 	def(&c.StateCheckInterval, 10*time.Minute)
@@ -212,15 +212,23 @@ type Node struct {
 	snapIndex snapshotIndex // raft's last snapshot index, read from Stats when it changed
 	snapPace  *snapshotPace // snapshots for the log's size
 	// reloadMu serializes changes to raft's reloadable configuration
-	// (followSuffrage, standForElection).
+	// (followRole, standForElection).
 	reloadMu sync.Mutex
+	// leaderCommitDue wakes trackLeaderCommit: two health polls after the
+	// leader last said its commit index.
+	leaderCommitDue *time.Timer
+	// silence wakes watchSilence: a heartbeat timeout after the last word
+	// from a leader (leaderWord).
+	silence *time.Timer
 	// silenceWatchOff stops watchSilence from acting (tests).
 	silenceWatchOff atomic.Bool
 	// standNotBefore (Unix ns) is when watchSilence may stand next: an
 	// election timeout after this member granted another's pre-vote.
-	standNotBefore  atomic.Int64
-	suffrage        suffrages
-	suffrageChanged chan struct{}
+	standNotBefore atomic.Int64
+	suffrage       suffrages
+	// roleChange is signalled when this member's suffrage or raft state
+	// may have changed (followRole).
+	roleChange chan struct{}
 	// stores are raft's log and stable stores.
 	stores *raftStores
 	logs   raft.LogStore
@@ -317,14 +325,11 @@ func Open(cfg Config) (*Node, error) {
 	n.fsm = NewFSM(n.fail)
 	n.fsm.onCorrupt = n.markDamaged
 	n.fsm.m.OnHashPoint = n.hashes.point
-	n.suffrageChanged = make(chan struct{}, 1)
+	n.roleChange = make(chan struct{}, 1)
 	n.fsm.onConfiguration = func(c raft.Configuration) {
 		n.book.mergeConfiguration(c)
 		n.suffrage.set(c)
-		select {
-		case n.suffrageChanged <- struct{}{}:
-		default:
-		}
+		n.roleChanged()
 	}
 	if l, ok := cfg.RaftLayer.(interface{ SetLocalID(string) }); ok {
 		l.SetLocalID(string(n.id))
@@ -416,7 +421,9 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
-	n.paced = newPacedTransport(n.trans, nonVoterHeartbeatEvery(cfg.HeartbeatTimeout), n.suffrage.nonVoter, n.ctx.Done())
+	n.silence = time.NewTimer(cfg.HeartbeatTimeout)
+	n.leaderCommitDue = time.NewTimer(cfg.Autopilot.Interval)
+	n.paced = newPacedTransport(n.trans, nonVoterHeartbeatEvery(cfg.HeartbeatTimeout), n.suffrage.nonVoter, n.leaderWord, n.ctx.Done())
 	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.stores.stable, snaps, n.paced)
 	if err != nil {
 		return nil, fmt.Errorf("starting raft: %w", err)
@@ -431,7 +438,7 @@ func Open(cfg Config) (*Node, error) {
 	n.log.Info("raft started", "address", cfg.Advertise, "existing_state", hasState, "fresh_data_dir", dir.Fresh)
 
 	n.peers = newPeerClients(cfg.Dial)
-	n.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(maxPeerMessage), grpc.MaxSendMsgSize(maxPeerMessage))
+	n.grpc = grpc.NewServer(append(peerWindowServe, grpc.MaxRecvMsgSize(maxPeerMessage), grpc.MaxSendMsgSize(maxPeerMessage))...)
 	peerpb.RegisterPeerServer(n.grpc, &peerServer{n: n})
 	obs := make(chan raft.Observation, 64)
 	n.observer = raft.NewObserver(obs, false, func(o *raft.Observation) bool {
@@ -446,7 +453,7 @@ func Open(cfg Config) (*Node, error) {
 	go func() { defer n.wg.Done(); n.paced.relayVotes(n.ctx, n.voteJudge()) }()
 	go func() { defer n.wg.Done(); n.watchSilence(n.ctx) }()
 	go func() { defer n.wg.Done(); n.markGroup(n.ctx) }()
-	go func() { defer n.wg.Done(); n.followSuffrage(n.ctx, n.suffrageChanged) }()
+	go func() { defer n.wg.Done(); n.followRole(n.ctx, n.roleChange) }()
 	go func() { defer n.wg.Done(); n.trackLeaderCommit(n.ctx) }()
 	go func() { defer n.wg.Done(); n.hashes.run(n.ctx, n.log.Debug) }()
 	go func() { defer n.wg.Done(); n.watchLeader(n.ctx, obs) }()
@@ -584,8 +591,11 @@ func (n *Node) Leader() (raft.ServerID, raft.ServerAddress) {
 
 // Configuration returns the latest raft configuration.
 func (n *Node) Configuration() (raft.Configuration, error) {
+	// Answered before it returns (raft keeps the latest configuration at
+	// hand): waiting on it through await would cost a goroutine and a
+	// wake-up on every health poll.
 	f := n.raft.GetConfiguration()
-	if err := n.await(f); err != nil {
+	if err := f.Error(); err != nil {
 		return raft.Configuration{}, err
 	}
 	return f.Configuration(), nil
@@ -760,25 +770,26 @@ func (n *Node) logWrite(err error) {
 // has not said it lately, so that a follower knows how far behind it is
 // even when it cannot store what the leader sends (see
 // Status.LeaderCommitIndex). The leader says it in every health poll (see
-// noteLeaderCommit), so on a healthy group this asks nothing: each request
-// costs both members a wake-up, and idle members should sleep.
+// noteLeaderCommit), which puts n.leaderCommitDue two polls ahead, so on a
+// healthy group this neither asks nor wakes: each request costs both
+// members a wake-up, and idle members should sleep.
 func (n *Node) trackLeaderCommit(ctx context.Context) {
-	t := time.NewTicker(n.cfg.Autopilot.Interval)
-	defer t.Stop()
+	every := n.cfg.Autopilot.Interval
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-n.leaderCommitDue.C:
 		}
+		n.leaderCommitDue.Reset(every)
 		id, addr := n.Leader()
 		if addr == "" || id == n.id {
 			continue
 		}
-		if heard := n.leaderCommitHeard.Load(); heard != nil && heard.leader == id && n.cfg.Now().Sub(heard.at) < 2*n.cfg.Autopilot.Interval {
+		if heard := n.leaderCommitHeard.Load(); heard != nil && heard.leader == id && n.cfg.Now().Sub(heard.at) < 2*every {
 			continue
 		}
-		info, err := n.infoOf(ctx, n.addressOf(id, addr), n.cfg.Autopilot.Interval)
+		info, err := n.infoOf(ctx, n.addressOf(id, addr), every)
 		if err != nil || info.GetServerId() != string(id) {
 			continue
 		}
@@ -803,6 +814,7 @@ func (n *Node) noteLeaderCommit(from raft.ServerID, index uint64) {
 	}
 	n.raiseLeaderCommit(index)
 	n.leaderCommitHeard.Store(&leaderCommitNote{leader: from, at: n.cfg.Now()})
+	n.leaderCommitDue.Reset(2 * n.cfg.Autopilot.Interval)
 }
 
 func (n *Node) raiseLeaderCommit(index uint64) {

@@ -131,6 +131,9 @@ func (t *pacedTransport) relayVotes(ctx context.Context, judge *voteJudge) {
 		case <-ctx.Done():
 			return
 		case rpc := <-in:
+			if _, ok := rpc.Command.(*raft.AppendEntriesRequest); ok {
+				t.heard()
+			}
 			if judge.judge(rpc, t.DecodePeer) {
 				continue
 			}
@@ -178,39 +181,47 @@ func (n *Node) voteJudge() *voteJudge {
 
 // watchSilence has this member, while it is a voting follower, stand for
 // election once its leader has been silent for a heartbeat timeout and a
-// random part of up to half of one (see above).
+// random part of up to half of one (see above). It sleeps on n.silence,
+// which each word from a leader (heartbeat or append, see leaderWord) puts
+// a heartbeat timeout ahead: on a group whose leader speaks, it never
+// wakes. When it does, it decides by raft's own last contact with the
+// leader; while it has no part to play (a leader, a non-voter, no leader
+// known) it waits for the next word.
 func (n *Node) watchSilence(ctx context.Context) {
 	hb := n.cfg.HeartbeatTimeout
 	var heard time.Time    // the leader's last word the deadline counts from
 	var deadline time.Time // when to stand if nothing is heard meanwhile
-	timer := time.NewTimer(hb)
-	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-timer.C:
+		case <-n.silence.C:
 		}
-		next := hb
-		if last := n.raft.LastContact(); n.silenceWatched() && !last.IsZero() {
-			if !last.Equal(heard) {
-				heard = last
-				deadline = last.Add(hb + rand.N(hb/2+1))
-			}
-			now := time.Now()
-			if notBefore := time.Unix(0, n.standNotBefore.Load()); deadline.Before(notBefore) {
-				deadline = notBefore
-			}
-			if now.Before(deadline) {
-				next = deadline.Sub(now)
-			} else {
-				n.standForElection(now.Sub(last))
-				heard = time.Time{}
-			}
+		last := n.raft.LastContact()
+		if !n.silenceWatched() || last.IsZero() {
+			continue
 		}
-		timer.Reset(next)
+		if !last.Equal(heard) {
+			heard = last
+			deadline = last.Add(hb + rand.N(hb/2+1))
+		}
+		now := time.Now()
+		if notBefore := time.Unix(0, n.standNotBefore.Load()); deadline.Before(notBefore) {
+			deadline = notBefore
+		}
+		if now.Before(deadline) {
+			n.silence.Reset(deadline.Sub(now))
+			continue
+		}
+		n.standForElection(now.Sub(last))
+		heard = time.Time{}
+		n.silence.Reset(hb)
 	}
 }
+
+// leaderWord is told of each heartbeat and append this member receives:
+// it puts the silence watch a heartbeat timeout ahead.
+func (n *Node) leaderWord() { n.silence.Reset(n.cfg.HeartbeatTimeout) }
 
 // silenceWatched reports whether watchSilence acts: on a voting follower
 // that names a leader.
@@ -236,6 +247,13 @@ func (n *Node) standForElection(silent time.Duration) {
 		return
 	}
 	n.log.Info("standing for election: the leader has been silent for longer than the heartbeat timeout", "leader_silent_for", silent.Round(time.Millisecond))
+	// Raft reads its timeout when it looks, a moment after the change:
+	// put the old one back only once it has stood, heard from its leader,
+	// or had a tenth of the timeout to look.
+	last, until := n.raft.LastContact(), time.Now().Add(was/10)
+	for n.raft.State() == raft.Follower && n.raft.LastContact().Equal(last) && time.Now().Before(until) {
+		time.Sleep(time.Millisecond)
+	}
 	rc.HeartbeatTimeout = was
 	if err := n.raft.ReloadConfig(rc); err != nil {
 		n.log.Warn("could not put raft's heartbeat timeout back", "heartbeat_timeout", was, "err", err)

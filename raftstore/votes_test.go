@@ -96,8 +96,28 @@ func TestAVoterStandsOnceItsLeaderIsSilentForAHeartbeatTimeout(t *testing.T) {
 	slowTimer(t, other)
 	c.crash(l.pod)
 	waitLeads(t, stander, "with both followers' raft timers at a minute")
-	if got := stander.node.raft.ReloadableConfig().HeartbeatTimeout; got != time.Minute {
-		t.Errorf("%s's raft heartbeat timeout is %s after the election, want it put back (a minute)", stander.pod, got)
+	want := leaderHeartbeatTimeout(stander.node.cfg.HeartbeatTimeout, stander.node.cfg.LeaderLeaseTimeout)
+	eventually(t, 5*time.Second, stander.pod+" on the leader's heartbeat timeout", func() error {
+		if got := stander.node.raft.ReloadableConfig().HeartbeatTimeout; got != want {
+			return fmt.Errorf("raft heartbeat timeout %s, want %s", got, want)
+		}
+		return nil
+	})
+}
+
+// TestStandingPutsRaftsHeartbeatTimeoutBack: standForElection lowers
+// raft's heartbeat timeout to have it look at its leader now, then puts
+// back the one it found (here a follower that still hears its leader, so
+// raft does not stand).
+func TestStandingPutsRaftsHeartbeatTimeoutBack(t *testing.T) {
+	_, l, f, _ := threeVoters(t)
+	slowTimer(t, f)
+	f.node.standForElection(f.node.cfg.HeartbeatTimeout)
+	if got := f.node.raft.ReloadableConfig().HeartbeatTimeout; got != time.Minute {
+		t.Errorf("%s's raft heartbeat timeout is %s after standing, want it put back (a minute)", f.pod, got)
+	}
+	if !l.node.IsLeader() {
+		t.Errorf("%s stood and unseated %s, which it still heard", f.pod, l.pod)
 	}
 }
 

@@ -28,7 +28,9 @@ func (s *Sidecar) claimLoop(ctx context.Context) {
 	synced := false
 	for {
 		changed := s.node.Changed()
-		wait := time.Second
+		// Once synced, what this loop acts on arrives as a change of the
+		// state; the wait is a fallback only.
+		wait := 5 * time.Second
 		if !synced {
 			ns := s.node.Status()
 			synced = ns.LeaderAddress != "" && ns.LeaderCommitIndex > 0 && s.node.CaughtUp(ns.LeaderCommitIndex)

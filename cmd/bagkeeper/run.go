@@ -100,7 +100,7 @@ func newRunFlags(e *env) *runFlags {
 	fs.StringVar(&f.leaveOnStop, "leave-on-stop", "auto", "whether to leave the raft group on graceful stop (`mode`): auto (when the pod has no ordinal), true or false")
 	fs.DurationVar(&f.heartbeat, "raft-heartbeat-timeout", 500*time.Millisecond, "how long a voter goes without a word from the leader before it stands for election (plus up to half of it, at random), and the least silence after which it votes for another (a non-voter, which never stands, waits 4 times as long before it forgets the leader, and hears from it every 4/5 of this)")
 	fs.DurationVar(&f.election, "raft-election-timeout", 500*time.Millisecond, "how long a candidate waits for votes before it tries again")
-	fs.DurationVar(&f.leaderLease, "raft-leader-lease-timeout", 250*time.Millisecond, "how long a leader keeps leading without hearing from a quorum (at most --raft-heartbeat-timeout, at least a quarter of it)")
+	fs.DurationVar(&f.leaderLease, "raft-leader-lease-timeout", 400*time.Millisecond, "how long a leader keeps leading without hearing from a quorum (at most --raft-heartbeat-timeout, at least a quarter of it)")
 	fs.DurationVar(&f.commit, "raft-commit-timeout", time.Second, "longest pause between the leader's appends to a follower while nothing is written (heartbeats\ncome more often; a write reaches the followers at once whatever this is)")
 	fs.Uint64Var(&f.snapshotThreshold, "raft-snapshot-threshold", 2048, "log `entries` between snapshots (a member also takes one when the log written since the last\noutgrows half the state, or 4 MiB)")
 	fs.Uint64Var(&f.trailingLogs, "raft-trailing-logs", 2048, "log `entries` kept after a snapshot (a member further behind gets the snapshot)")
