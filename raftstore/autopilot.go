@@ -32,19 +32,40 @@ type MemberHealth struct {
 	// last heard from — or when this leader started watching, if never —
 	// (if not).
 	Since time.Time
-	// LastContact is when the member last answered (zero if never, under
-	// this leader).
+	// LastContact is when the member last answered a health poll or the
+	// leader's raft heartbeats and appends (zero if never, under this
+	// leader).
 	LastContact time.Time
-	// AppliedIndex is the member's applied index at LastContact.
+	// AppliedIndex is the member's applied index at its last health poll.
 	AppliedIndex uint64
 }
 
 type healthRecord struct {
-	lastOK       time.Time
+	lastOK       time.Time // its last answer, to a health poll or to raft
+	polled       time.Time // its last answer to a health poll
 	healthySince time.Time
-	applied      uint64
+	applied      uint64 // its applied index at polled
+	commit       uint64 // the leader's commit index when it was polled
 	hashes       []*peerpb.StateHash
 }
+
+// Health polls of settled members.
+//
+// The leader polls each member's Info every autopilot interval, for its
+// applied index and state hashes and as a sign of life. On an idle group
+// those polls were a third of the leader's wake-ups and a fifth of a
+// follower's, and in a large application the leader polls every member.
+// But the leader's raft hears from every member several times a second
+// anyway (heartbeats, appends), and that is sign of life enough. So a
+// settled member — it answered raft within the last interval, had applied
+// the leader's commit index at its last poll, nothing was committed since,
+// and it is a voter or a non-voter that is not needed as a voter — is
+// polled only every settledPollFactor intervals; every other member every
+// interval. After any write every member is polled again at the next
+// tick, as before (a follower that cannot store what it is sent learns
+// how far behind it is as soon as it was). Its health counts from
+// whichever answer came last.
+const settledPollFactor = 10
 
 // healthTracker holds the leader's health records. They are reset each time
 // this member becomes leader, so every timeout starts counting afresh under
@@ -66,9 +87,27 @@ func (h *healthTracker) reset(now time.Time) {
 	h.records = map[raft.ServerID]*healthRecord{}
 }
 
-func (h *healthTracker) ok(id raft.ServerID, now time.Time, applied uint64, hashes []*peerpb.StateHash, unhealthyAfter time.Duration) {
+// ok records a member's answer to a health poll made when the leader's
+// commit index was commit.
+func (h *healthTracker) ok(id raft.ServerID, now time.Time, applied, commit uint64, hashes []*peerpb.StateHash, unhealthyAfter time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	r := h.alive(id, now, unhealthyAfter)
+	r.polled = now
+	r.applied, r.commit = applied, commit
+	r.hashes = hashes
+}
+
+// answered records a member's answer to the leader's raft.
+func (h *healthTracker) answered(id raft.ServerID, now time.Time, unhealthyAfter time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.alive(id, now, unhealthyAfter)
+}
+
+// alive records that id answered at now and returns its record; h.mu is
+// held.
+func (h *healthTracker) alive(id raft.ServerID, now time.Time, unhealthyAfter time.Duration) *healthRecord {
 	r := h.records[id]
 	if r == nil {
 		r = &healthRecord{}
@@ -78,8 +117,26 @@ func (h *healthTracker) ok(id raft.ServerID, now time.Time, applied uint64, hash
 		r.healthySince = now
 	}
 	r.lastOK = now
-	r.applied = applied
-	r.hashes = hashes
+	return r
+}
+
+// pollDue reports whether id is to be polled at now, the leader's commit
+// index being commit, with polls every every, settled members every
+// settledPollFactor × every (see above); mayRest is false for a member
+// that must not count as settled.
+func (h *healthTracker) pollDue(id raft.ServerID, now time.Time, every time.Duration, commit uint64, mayRest bool) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := h.records[id]
+	if r == nil || r.polled.IsZero() {
+		return true
+	}
+	settled := mayRest && now.Sub(r.lastOK) <= every && r.applied >= r.commit && r.commit == commit
+	if !settled {
+		return true
+	}
+	// Ticks come every interval, give or take: due half an interval early.
+	return now.Sub(r.polled) >= settledPollFactor*every-every/2
 }
 
 // stateHashes returns the state hashes each member reported last.
@@ -342,10 +399,22 @@ func (n *Node) initCluster(ctx context.Context) error {
 // records who answered.
 func (n *Node) pollHealth(ctx context.Context, cfg raft.Configuration, timeout time.Duration) {
 	// The followers learn the leader's commit index from the poll.
-	req := &peerpb.InfoRequest{LeaderId: string(n.id), LeaderCommitIndex: n.raft.CommitIndex()}
+	commit := n.raft.CommitIndex()
+	req := &peerpb.InfoRequest{LeaderId: string(n.id), LeaderCommitIndex: commit}
+	a := n.cfg.Autopilot
+	voters := 0
+	for _, s := range cfg.Servers {
+		if s.Suffrage == raft.Voter {
+			voters++
+		}
+	}
+	now := n.cfg.Now()
 	var wg sync.WaitGroup
 	for _, s := range cfg.Servers {
-		if s.ID == n.id {
+		// A non-voter rests only while no voter is wanted: otherwise its
+		// applied index decides a promotion.
+		mayRest := s.Suffrage == raft.Voter || voters >= n.cfg.Voters
+		if s.ID == n.id || !n.health.pollDue(s.ID, now, a.Interval, commit, mayRest) {
 			continue
 		}
 		wg.Add(1)
@@ -355,7 +424,7 @@ func (n *Node) pollHealth(ctx context.Context, cfg raft.Configuration, timeout t
 			if err != nil || info.GetServerId() != string(s.ID) {
 				return
 			}
-			n.health.ok(s.ID, n.cfg.Now(), info.GetAppliedIndex(), info.GetStateHashes(), n.cfg.Autopilot.UnhealthyAfter)
+			n.health.ok(s.ID, n.cfg.Now(), info.GetAppliedIndex(), commit, info.GetStateHashes(), a.UnhealthyAfter)
 		}()
 	}
 	wg.Wait()

@@ -117,8 +117,8 @@ func TestHealthViewCountsFromLeadershipStart(t *testing.T) {
 		{ID: "b/1", Address: "b:1", Suffrage: raft.Voter},
 		{ID: "c/1", Address: "c:1", Suffrage: raft.Nonvoter},
 	}}
-	h.ok("b/1", t0.Add(time.Second), 7, nil, 3*time.Second)
-	h.ok("b/1", t0.Add(2*time.Second), 9, nil, 3*time.Second)
+	h.ok("b/1", t0.Add(time.Second), 7, 7, nil, 3*time.Second)
+	h.ok("b/1", t0.Add(2*time.Second), 9, 9, nil, 3*time.Second)
 	v := h.view(cfg, "a/1", 10, t0.Add(4*time.Second), 3*time.Second)
 	if !v[0].Healthy || !v[1].Healthy || v[1].AppliedIndex != 9 || !v[1].Since.Equal(t0.Add(time.Second)) {
 		t.Fatalf("view %+v", v)
@@ -131,9 +131,77 @@ func TestHealthViewCountsFromLeadershipStart(t *testing.T) {
 		t.Fatalf("silent member: %+v", v[1])
 	}
 	// Coming back starts a new healthy streak.
-	h.ok("b/1", t0.Add(11*time.Second), 12, nil, 3*time.Second)
+	h.ok("b/1", t0.Add(11*time.Second), 12, 12, nil, 3*time.Second)
 	v = h.view(cfg, "a/1", 12, t0.Add(11*time.Second), 3*time.Second)
 	if !v[1].Healthy || !v[1].Since.Equal(t0.Add(11*time.Second)) {
 		t.Fatalf("returning member: %+v", v[1])
+	}
+}
+
+// TestSettledMembersArePolledLess: a member that answers raft, had
+// applied the leader's commit index at its last poll (and nothing was
+// committed since) and may rest is polled every settledPollFactor
+// intervals, and its health counts from its raft answers in between; one
+// that was behind, silent to raft, never polled, not allowed to rest, or
+// polled before the latest commit is polled every interval; raft answers
+// alone keep a member healthy, and their end makes it unhealthy after
+// UnhealthyAfter.
+func TestSettledMembersArePolledLess(t *testing.T) {
+	const every, unhealthy = time.Second, 3 * time.Second
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	h := newHealthTracker()
+	h.reset(t0)
+	cfg := raft.Configuration{Servers: []raft.Server{
+		{ID: "a/1", Address: "a:1", Suffrage: raft.Voter},
+		{ID: "b/1", Address: "b:1", Suffrage: raft.Voter},
+	}}
+	if !h.pollDue("b/1", at(0), every, 50, true) {
+		t.Fatal("a member never polled must be due")
+	}
+	h.answered("b/1", at(100*time.Millisecond), unhealthy)
+	if !h.pollDue("b/1", at(time.Second), every, 50, true) {
+		t.Fatal("a member that only answered raft, never a poll, must be due")
+	}
+	h.ok("b/1", at(time.Second), 50, 50, nil, unhealthy)
+	// Raft answers every 200 ms from here on.
+	for d := time.Second + 200*time.Millisecond; d < 20*time.Second; d += 200 * time.Millisecond {
+		h.answered("b/1", at(d), unhealthy)
+		if d%every != 0 {
+			continue
+		}
+		due := h.pollDue("b/1", at(d), every, 50, true)
+		if want := d >= time.Second+settledPollFactor*every-every/2 && d < time.Second+settledPollFactor*every+every; due != want {
+			t.Fatalf("at %s: due %v, want %v", d, due, want)
+		}
+		if !h.pollDue("b/1", at(d), every, 50, false) {
+			t.Fatalf("at %s: a member that may not rest must be due every interval", d)
+		}
+		if !h.pollDue("b/1", at(d), every, 51, true) {
+			t.Fatalf("at %s: a member polled before the latest commit must be due", d)
+		}
+		if d == 11*time.Second {
+			h.ok("b/1", at(d), 50, 50, nil, unhealthy)
+		}
+		if v := h.view(cfg, "a/1", 50, at(d), unhealthy); !v[1].Healthy || !v[1].LastContact.Equal(at(d)) {
+			t.Fatalf("at %s: a member answering raft must be healthy as of its last answer: %+v", d, v[1])
+		}
+	}
+	// Behind at its last poll: polled every interval.
+	h.ok("b/1", at(20*time.Second), 60, 61, nil, unhealthy)
+	h.answered("b/1", at(21*time.Second-100*time.Millisecond), unhealthy)
+	if !h.pollDue("b/1", at(21*time.Second), every, 61, true) {
+		t.Fatal("a member behind at its last poll must be due")
+	}
+	// Caught up, but raft has not heard from it for an interval: due, and
+	// unhealthy once UnhealthyAfter has passed.
+	h.ok("b/1", at(21*time.Second), 61, 61, nil, unhealthy)
+	if h.pollDue("b/1", at(22*time.Second), every, 61, true) {
+		t.Fatal("a settled member answering within the interval must rest")
+	}
+	if !h.pollDue("b/1", at(22*time.Second+time.Millisecond), every, 61, true) {
+		t.Fatal("a member silent to raft for an interval must be due")
+	}
+	if v := h.view(cfg, "a/1", 61, at(25*time.Second), unhealthy); v[1].Healthy {
+		t.Fatalf("a member silent for longer than UnhealthyAfter must be unhealthy: %+v", v[1])
 	}
 }

@@ -123,7 +123,7 @@ func (c *testCluster) start(pod string, opts ...nodeOpt) *testNode {
 		JoinInterval:       50 * time.Millisecond,
 		HeartbeatTimeout:   200 * time.Millisecond,
 		ElectionTimeout:    200 * time.Millisecond,
-		LeaderLeaseTimeout: 100 * time.Millisecond,
+		LeaderLeaseTimeout: 150 * time.Millisecond,
 		Autopilot: AutopilotConfig{
 			Interval: 100 * time.Millisecond, Stabilization: 300 * time.Millisecond,
 			UnhealthyAfter: time.Second, DeadVoterAfter: 3 * time.Second, DeadNonvoterAfter: 3 * time.Second,

@@ -21,10 +21,11 @@ import (
 // timeout in a member's raft configuration is its own, so:
 //
 //   - the leader runs raft with a longer one (leaderHeartbeatTimeout: 2.5 ×
-//     the group's, at most 3 × the leader lease). Its heartbeats then go
-//     out every 120 to 240 ms at the defaults instead of 50 to 100: a
+//     the group's or the leader lease, whichever is shorter). Its
+//     heartbeats then go out every 100 to 200 ms at the defaults instead
+//     of 50 to 100: a
 //     follower still hears its leader at least twice per heartbeat
-//     timeout, and the leader a quorum at least once and a half per lease.
+//     timeout, and the leader a quorum at least twice per lease.
 //     Raft uses the leader's own timeout for nothing else but the backoff
 //     after a failed heartbeat; a leadership verification (linearizable
 //     reads) sends its heartbeats at once whatever the pace.
@@ -49,12 +50,13 @@ func nonVoterHeartbeatEvery(hb time.Duration) time.Duration {
 
 // leaderHeartbeatTimeout is the heartbeat timeout a leader runs raft with,
 // for a group whose heartbeat timeout is hb and whose leader lease is
-// lease (raft heartbeats every tenth to fifth of it): 2.5 × hb, so that a
-// heartbeat goes out at least every half hb, and at most 3 × lease, so
-// that the leader hears a quorum at least every 0.6 lease; never shorter
-// than hb.
+// lease (raft heartbeats every tenth to fifth of it): 2.5 × hb or 2.5 ×
+// lease, whichever is shorter, so that a heartbeat goes out at least every
+// half hb and every half lease (the margin raft's own defaults leave:
+// heartbeats every fifth of hb, a lease of half of it); never shorter than
+// hb.
 func leaderHeartbeatTimeout(hb, lease time.Duration) time.Duration {
-	return max(hb, min(5*hb/2, 3*lease))
+	return max(hb, min(5*hb/2, 5*lease/2))
 }
 
 // suffrages is the suffrage of each member in the newest committed
@@ -112,10 +114,13 @@ type pacedTransport struct {
 	rpcs chan raft.RPC
 	// heard is told of each heartbeat and append received.
 	heard func()
+	// answered is told of each member that answered a heartbeat or an
+	// append this member sent (as the leader).
+	answered func(raft.ServerID)
 }
 
-func newPacedTransport(t *raft.NetworkTransport, every time.Duration, nonVoter func(raft.ServerID) bool, heard func(), done <-chan struct{}) *pacedTransport {
-	return &pacedTransport{NetworkTransport: t, every: every, nonVoter: nonVoter, heard: heard, done: done,
+func newPacedTransport(t *raft.NetworkTransport, every time.Duration, nonVoter func(raft.ServerID) bool, heard func(), answered func(raft.ServerID), done <-chan struct{}) *pacedTransport {
+	return &pacedTransport{NetworkTransport: t, every: every, nonVoter: nonVoter, heard: heard, answered: answered, done: done,
 		next: map[raft.ServerID]time.Time{}, sent: map[raft.ServerID]int{}, rpcs: make(chan raft.RPC)}
 }
 
@@ -140,14 +145,19 @@ func isHeartbeat(req *raft.AppendEntriesRequest) bool {
 	return len(req.Entries) == 0 && req.PrevLogEntry == 0 && req.PrevLogTerm == 0 && req.LeaderCommitIndex == 0
 }
 
-// AppendEntries holds a heartbeat to a non-voter until its turn.
+// AppendEntries holds a heartbeat to a non-voter until its turn, and
+// tells answered of each answer.
 func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	if isHeartbeat(args) {
 		if err := t.turn(id); err != nil {
 			return err
 		}
 	}
-	return t.NetworkTransport.AppendEntries(id, target, args, resp)
+	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
+	if err == nil {
+		t.answered(id)
+	}
+	return err
 }
 
 // turn waits until a heartbeat to id may go out and counts it.

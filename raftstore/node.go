@@ -214,7 +214,7 @@ type Node struct {
 	// reloadMu serializes changes to raft's reloadable configuration
 	// (followRole, standForElection).
 	reloadMu sync.Mutex
-	// leaderCommitDue wakes trackLeaderCommit: two health polls after the
+	// leaderCommitDue wakes trackLeaderCommit: leaderCommitStale after the
 	// leader last said its commit index.
 	leaderCommitDue *time.Timer
 	// silence wakes watchSilence: a heartbeat timeout after the last word
@@ -423,7 +423,8 @@ func Open(cfg Config) (*Node, error) {
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.silence = time.NewTimer(cfg.HeartbeatTimeout)
 	n.leaderCommitDue = time.NewTimer(cfg.Autopilot.Interval)
-	n.paced = newPacedTransport(n.trans, nonVoterHeartbeatEvery(cfg.HeartbeatTimeout), n.suffrage.nonVoter, n.leaderWord, n.ctx.Done())
+	n.paced = newPacedTransport(n.trans, nonVoterHeartbeatEvery(cfg.HeartbeatTimeout), n.suffrage.nonVoter, n.leaderWord,
+		func(id raft.ServerID) { n.health.answered(id, n.cfg.Now(), n.cfg.Autopilot.UnhealthyAfter) }, n.ctx.Done())
 	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.stores.stable, snaps, n.paced)
 	if err != nil {
 		return nil, fmt.Errorf("starting raft: %w", err)
@@ -770,8 +771,8 @@ func (n *Node) logWrite(err error) {
 // has not said it lately, so that a follower knows how far behind it is
 // even when it cannot store what the leader sends (see
 // Status.LeaderCommitIndex). The leader says it in every health poll (see
-// noteLeaderCommit), which puts n.leaderCommitDue two polls ahead, so on a
-// healthy group this neither asks nor wakes: each request costs both
+// noteLeaderCommit), which puts n.leaderCommitDue leaderCommitStale ahead,
+// so on a healthy group this neither asks nor wakes: each request costs both
 // members a wake-up, and idle members should sleep.
 func (n *Node) trackLeaderCommit(ctx context.Context) {
 	every := n.cfg.Autopilot.Interval
@@ -786,7 +787,7 @@ func (n *Node) trackLeaderCommit(ctx context.Context) {
 		if addr == "" || id == n.id {
 			continue
 		}
-		if heard := n.leaderCommitHeard.Load(); heard != nil && heard.leader == id && n.cfg.Now().Sub(heard.at) < 2*every {
+		if heard := n.leaderCommitHeard.Load(); heard != nil && heard.leader == id && n.cfg.Now().Sub(heard.at) < leaderCommitStale(every) {
 			continue
 		}
 		info, err := n.infoOf(ctx, n.addressOf(id, addr), every)
@@ -814,7 +815,14 @@ func (n *Node) noteLeaderCommit(from raft.ServerID, index uint64) {
 	}
 	n.raiseLeaderCommit(index)
 	n.leaderCommitHeard.Store(&leaderCommitNote{leader: from, at: n.cfg.Now()})
-	n.leaderCommitDue.Reset(2 * n.cfg.Autopilot.Interval)
+	n.leaderCommitDue.Reset(leaderCommitStale(n.cfg.Autopilot.Interval))
+}
+
+// leaderCommitStale is how long after the leader last said its commit
+// index a follower asks for it, for an autopilot interval of every: one
+// interval after a settled member's next poll (see settledPollFactor).
+func leaderCommitStale(every time.Duration) time.Duration {
+	return (settledPollFactor + 1) * every
 }
 
 func (n *Node) raiseLeaderCommit(index uint64) {

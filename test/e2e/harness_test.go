@@ -46,7 +46,7 @@ const (
 var fastFlags = []string{
 	"--raft-heartbeat-timeout", "500ms",
 	"--raft-election-timeout", "500ms",
-	"--raft-leader-lease-timeout", "250ms",
+	"--raft-leader-lease-timeout", "400ms",
 	"--join-interval", "100ms",
 	"--autopilot-interval", "200ms",
 	"--unhealthy-after", "1s",
