@@ -64,7 +64,7 @@ type Config struct {
 	LeaveTimeout time.Duration
 
 	// Raft timing (defaults: heartbeat 500ms, election 500ms, leader lease
-	// 250ms, commit 200ms).
+	// 400ms, commit 1s).
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration

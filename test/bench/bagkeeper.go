@@ -65,7 +65,7 @@ const (
 var bkDefaultFlags = []struct{ flag, label, fallback string }{
 	{"raft-heartbeat-timeout", "heartbeat", "500ms"},
 	{"raft-election-timeout", "election timeout", "500ms"},
-	{"raft-leader-lease-timeout", "leader lease", "250ms"},
+	{"raft-leader-lease-timeout", "leader lease", "400ms"},
 	{"raft-commit-timeout", "commit timeout", "20ms"},
 	{"raft-snapshot-threshold", "snapshot threshold", "8192"},
 	{"raft-trailing-logs", "trailing logs", "10240"},
