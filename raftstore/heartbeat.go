@@ -22,13 +22,14 @@ import (
 //
 //   - the leader runs raft with a longer one (leaderHeartbeatTimeout: 2.5 ×
 //     the group's or the leader lease, whichever is shorter). Its
-//     heartbeats then go out every 100 to 200 ms at the defaults instead
-//     of 50 to 100: a
-//     follower still hears its leader at least twice per heartbeat
-//     timeout, and the leader a quorum at least twice per lease.
-//     Raft uses the leader's own timeout for nothing else but the backoff
-//     after a failed heartbeat; a leadership verification (linearizable
-//     reads) sends its heartbeats at once whatever the pace.
+//     heartbeats then go out every 100 to 200 ms at the defaults instead of
+//     50 to 100: a follower still hears its leader at least twice per
+//     heartbeat timeout, and the leader a quorum at least twice per lease.
+//     Raft uses the leader's own timeouts (the election timeout is raised
+//     with it) for nothing else but the backoff after a failed heartbeat
+//     and how long a leadership transfer may take; a leadership
+//     verification (linearizable reads) sends its heartbeats at once
+//     whatever the pace.
 //   - a non-voter, which never stands for election and only needs to go on
 //     knowing the leader, waits nonVoterTimeoutFactor × the group's
 //     heartbeat timeout before it forgets its leader, and the leader's
@@ -52,9 +53,7 @@ func nonVoterHeartbeatEvery(hb time.Duration) time.Duration {
 // for a group whose heartbeat timeout is hb and whose leader lease is
 // lease (raft heartbeats every tenth to fifth of it): 2.5 × hb or 2.5 ×
 // lease, whichever is shorter, so that a heartbeat goes out at least every
-// half hb and every half lease (the margin raft's own defaults leave:
-// heartbeats every fifth of hb, a lease of half of it); never shorter than
-// hb.
+// half hb and every half lease; never shorter than hb.
 func leaderHeartbeatTimeout(hb, lease time.Duration) time.Duration {
 	return max(hb, min(5*hb/2, 5*lease/2))
 }
