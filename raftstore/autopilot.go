@@ -432,22 +432,20 @@ func (n *Node) pollHealth(ctx context.Context, cfg raft.Configuration, timeout t
 
 // reconcile checks health and makes at most one membership change.
 func (n *Node) reconcile(ctx context.Context) {
-	cf := n.raft.GetConfiguration()
-	if n.await(cf) != nil {
+	cfg, _, err := n.latestConfiguration()
+	if err != nil {
 		return
 	}
-	cfg := cf.Configuration()
 	a := n.cfg.Autopilot
 	n.pollHealth(ctx, cfg, min(a.Interval, time.Second))
 	n.membership.Lock()
 	defer n.membership.Unlock()
 	// Decide on the configuration as it is now: a join or leave may have
 	// changed it while health was polled.
-	cf = n.raft.GetConfiguration()
-	if n.await(cf) != nil || !n.IsLeader() {
+	cfg, cfgIndex, err := n.latestConfiguration()
+	if err != nil || !n.IsLeader() {
 		return
 	}
-	cfg, cfgIndex := cf.Configuration(), cf.Index()
 	now := n.cfg.Now()
 	members := n.health.view(cfg, n.id, n.raft.AppliedIndex(), now, a.UnhealthyAfter)
 	commit := n.raft.CommitIndex()

@@ -592,14 +592,20 @@ func (n *Node) Leader() (raft.ServerID, raft.ServerAddress) {
 
 // Configuration returns the latest raft configuration.
 func (n *Node) Configuration() (raft.Configuration, error) {
-	// Answered before it returns (raft keeps the latest configuration at
-	// hand): waiting on it through await would cost a goroutine and a
-	// wake-up on every health poll.
+	c, _, err := n.latestConfiguration()
+	return c, err
+}
+
+// latestConfiguration returns the latest raft configuration and its index.
+// Raft answers it before GetConfiguration returns (it keeps the latest
+// configuration at hand): waiting on it through await would cost a
+// goroutine and a wake-up on every health poll and autopilot round.
+func (n *Node) latestConfiguration() (raft.Configuration, uint64, error) {
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
-		return raft.Configuration{}, err
+		return raft.Configuration{}, 0, err
 	}
-	return f.Configuration(), nil
+	return f.Configuration(), f.Index(), nil
 }
 
 // hasState reports whether this member holds any raft state.

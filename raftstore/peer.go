@@ -362,13 +362,13 @@ func (n *Node) voterCount() int {
 // its stabilization time: one that answers and has caught up with the
 // commit index (within MaxLag). It runs on the leader.
 func (n *Node) promoteReplacement(ctx context.Context, leaving raft.ServerID) (raft.ServerID, error) {
-	cf := n.raft.GetConfiguration()
-	if err := n.await(cf); err != nil {
+	cfg, cfgIndex, err := n.latestConfiguration()
+	if err != nil {
 		return "", err
 	}
 	commit := n.raft.CommitIndex()
 	var why []string
-	for _, s := range cf.Configuration().Servers {
+	for _, s := range cfg.Servers {
 		if s.Suffrage == raft.Voter || s.ID == leaving || PodOf(s.ID) == PodOf(leaving) {
 			continue
 		}
@@ -384,7 +384,7 @@ func (n *Node) promoteReplacement(ctx context.Context, leaving raft.ServerID) (r
 			why = append(why, fmt.Sprintf("%s: applied %d of %d", s.ID, info.GetAppliedIndex(), commit))
 			continue
 		}
-		if err := n.await(n.raft.AddVoter(s.ID, s.Address, cf.Index(), 10*time.Second)); err != nil {
+		if err := n.await(n.raft.AddVoter(s.ID, s.Address, cfgIndex, 10*time.Second)); err != nil {
 			return "", err
 		}
 		return s.ID, nil
