@@ -217,6 +217,8 @@ type Node struct {
 	// leaderCommitDue wakes trackLeaderCommit: leaderCommitStale after the
 	// leader last said its commit index.
 	leaderCommitDue *time.Timer
+	// leaderCommitWakes counts trackLeaderCommit's wake-ups (tests).
+	leaderCommitWakes atomic.Int64
 	// silence wakes watchSilence: a heartbeat timeout after the last word
 	// from a leader (leaderWord).
 	silence *time.Timer
@@ -788,9 +790,17 @@ func (n *Node) trackLeaderCommit(ctx context.Context) {
 			return
 		case <-n.leaderCommitDue.C:
 		}
-		n.leaderCommitDue.Reset(every)
+		n.leaderCommitWakes.Add(1)
 		id, addr := n.Leader()
-		if addr == "" || id == n.id {
+		if id == n.id {
+			// The leader knows its own commit index; it looks again a
+			// stale period later, in case it has stopped leading by then
+			// and no new leader has polled it.
+			n.leaderCommitDue.Reset(leaderCommitStale(every))
+			continue
+		}
+		n.leaderCommitDue.Reset(every)
+		if addr == "" {
 			continue
 		}
 		if heard := n.leaderCommitHeard.Load(); heard != nil && heard.leader == id && n.cfg.Now().Sub(heard.at) < leaderCommitStale(every) {

@@ -153,6 +153,47 @@ func TestFollowersLearnTheLeaderCommitFromItsHealthPoll(t *testing.T) {
 	}
 }
 
+// TestAnIdleLeaderDoesNotWakeToAskForItsOwnCommitIndex checks that the
+// leader's commit tracker sleeps a stale period at a time instead of
+// waking every autopilot interval to find that it leads.
+func TestAnIdleLeaderDoesNotWakeToAskForItsOwnCommitIndex(t *testing.T) {
+	c := newTestCluster(t, "app")
+	for _, p := range []string{"app-0", "app-1", "app-2"} {
+		c.start(p, withExpect(3))
+	}
+	// Once it has looked as the leader, its next look is a stale period
+	// away: watch it for half of that. A window in which leadership moved
+	// (a busy machine) is watched again on the new leader.
+	for attempt := 1; ; attempt++ {
+		l := c.leader(10 * time.Second)
+		every := l.node.cfg.Autopilot.Interval
+		eventually(t, 10*time.Second, l.pod+"'s commit tracker to look as the leader", func() error {
+			if l.node.leaderCommitWakes.Load() == 0 {
+				return fmt.Errorf("no look yet")
+			}
+			return nil
+		})
+		before := l.node.leaderCommitWakes.Load()
+		window := leaderCommitStale(every) / 2
+		stable := true
+		for deadline := time.Now().Add(window); stable && time.Now().Before(deadline); time.Sleep(every) {
+			id, _ := l.node.Leader()
+			stable = id == l.node.ID()
+		}
+		if !stable && attempt < 3 {
+			t.Logf("leadership moved away from %s during the window; watching again", l.pod)
+			continue
+		}
+		if !stable {
+			t.Fatal("leadership moved during three windows in a row on an idle group")
+		}
+		if woke := l.node.leaderCommitWakes.Load() - before; woke > 1 {
+			t.Fatalf("the leader's commit tracker woke %d times in %s (an interval is %s)", woke, window, every)
+		}
+		return
+	}
+}
+
 // TestFollowersApplyTheLeadersOwnWriteWithoutWaitingForAnAppend checks
 // that a write made on the leader reaches the followers' state machines
 // promptly even on an idle group whose next append would come only a long
