@@ -34,7 +34,8 @@ import (
 //     knowing the leader, waits nonVoterTimeoutFactor × the group's
 //     heartbeat timeout before it forgets its leader, and the leader's
 //     transport sends it at most one heartbeat per fifth of that
-//     (pacedTransport): 2.5 a second instead of 10 to 20.
+//     (pacedTransport): 2.5 a second instead of 10 to 20. Its appends are
+//     batched under a stream of writes (pacedTransport.AppendEntries).
 //
 // followRole reloads raft's timeouts whenever this member's raft state or
 // its suffrage in the committed configuration changes. Nothing is answered
@@ -96,17 +97,25 @@ func (s *suffrages) voter(id raft.ServerID) bool {
 }
 
 // pacedTransport is the raft transport with heartbeats to non-voters
-// paced: one at most every every per non-voter. Everything else passes
-// through unchanged.
+// paced, one at most every every per non-voter, and appends to non-voters
+// paced, one at most every appendEvery. Everything else passes through
+// unchanged.
 type pacedTransport struct {
 	*raft.NetworkTransport
 	every    time.Duration
 	nonVoter func(raft.ServerID) bool
 	done     <-chan struct{} // closed when the member stops
+	// appendEvery is the least time between the starts of two appends to
+	// one non-voter (0: not paced); see AppendEntries.
+	appendEvery time.Duration
 
-	mu   sync.Mutex
-	next map[raft.ServerID]time.Time // the earliest a heartbeat may go out
-	sent map[raft.ServerID]int       // heartbeats sent to each member (tests)
+	mu      sync.Mutex
+	next    map[raft.ServerID]time.Time // the earliest a heartbeat may go out
+	sent    map[raft.ServerID]int       // heartbeats sent to each member (tests)
+	appends map[raft.ServerID]int       // appends (not heartbeats) sent to each member (tests)
+	// lastAppend is when the latest append to each member returned to
+	// raft.
+	lastAppend map[raft.ServerID]time.Time
 
 	// rpcs is what raft consumes: the requests received, passed on by
 	// relayVotes (see votes.go).
@@ -118,9 +127,9 @@ type pacedTransport struct {
 	answered func(raft.ServerID)
 }
 
-func newPacedTransport(t *raft.NetworkTransport, every time.Duration, nonVoter func(raft.ServerID) bool, heard func(), answered func(raft.ServerID), done <-chan struct{}) *pacedTransport {
-	return &pacedTransport{NetworkTransport: t, every: every, nonVoter: nonVoter, heard: heard, answered: answered, done: done,
-		next: map[raft.ServerID]time.Time{}, sent: map[raft.ServerID]int{}, rpcs: make(chan raft.RPC)}
+func newPacedTransport(t *raft.NetworkTransport, every, appendEvery time.Duration, nonVoter func(raft.ServerID) bool, heard func(), answered func(raft.ServerID), done <-chan struct{}) *pacedTransport {
+	return &pacedTransport{NetworkTransport: t, every: every, appendEvery: appendEvery, nonVoter: nonVoter, heard: heard, answered: answered, done: done,
+		next: map[raft.ServerID]time.Time{}, sent: map[raft.ServerID]int{}, appends: map[raft.ServerID]int{}, lastAppend: map[raft.ServerID]time.Time{}, rpcs: make(chan raft.RPC)}
 }
 
 // SetHeartbeatHandler implements raft.Transport: raft's handler of the
@@ -144,19 +153,69 @@ func isHeartbeat(req *raft.AppendEntriesRequest) bool {
 	return len(req.Entries) == 0 && req.PrevLogEntry == 0 && req.PrevLogTerm == 0 && req.LeaderCommitIndex == 0
 }
 
-// AppendEntries holds a heartbeat to a non-voter until its turn, and
-// tells answered of each answer.
+// AppendEntries holds a heartbeat to a non-voter until its turn, paces
+// appends to non-voters (below), and tells answered of each answer.
+//
+// Raft replicates to each follower from one goroutine, one append at a
+// time (no pipeline, see MaxRPCsInFlight), each carrying every entry the
+// leader has that the follower lacks, up to maxAppendEntries. An append to
+// a non-voter is sent at once, and its return is held until appendEvery
+// after it started: the entries written during the hold go out together
+// in the next append. Under a stream of writes a non-voter then gets one
+// append per appendEvery instead of one or two per write (each costs it a
+// wake-up, a decode, an fsync and an apply, and the leader a send and an
+// answer), and learns of a write at most appendEvery plus a round trip
+// after a voter does. Not held: the first append after a quiet spell (no
+// append returned within appendEvery), so that a lone write and the
+// append that tells its commit (see nudge) go out as fast as to a voter;
+// and a full append (a member catching up gets its entries as fast as
+// raft sends them). Voters, which commit, are never held.
 func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
-	if isHeartbeat(args) {
+	heartbeat := isHeartbeat(args)
+	start := time.Now()
+	held := false
+	if heartbeat {
 		if err := t.turn(id); err != nil {
 			return err
 		}
+	} else {
+		t.mu.Lock()
+		t.appends[id]++
+		last, ok := t.lastAppend[id]
+		t.mu.Unlock()
+		held = t.appendEvery > 0 && ok && start.Sub(last) < t.appendEvery &&
+			len(args.Entries) < maxAppendEntries && t.nonVoter(id)
 	}
 	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
 	if err == nil {
 		t.answered(id)
 	}
+	if held {
+		if herr := t.hold(time.Until(start.Add(t.appendEvery))); herr != nil && err == nil {
+			err = herr
+		}
+	}
+	if !heartbeat {
+		t.mu.Lock()
+		t.lastAppend[id] = time.Now()
+		t.mu.Unlock()
+	}
 	return err
+}
+
+// hold waits d, or until the member stops.
+func (t *pacedTransport) hold(d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-t.done:
+		return raft.ErrTransportShutdown
+	}
 }
 
 // turn waits until a heartbeat to id may go out and counts it.
@@ -176,18 +235,10 @@ func (t *pacedTransport) turn(id raft.ServerID) error {
 		delete(t.next, id)
 	}
 	t.mu.Unlock()
-	d := time.Until(at)
-	if !paced || d <= 0 {
+	if !paced {
 		return nil
 	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return nil
-	case <-t.done:
-		return raft.ErrTransportShutdown
-	}
+	return t.hold(time.Until(at))
 }
 
 // forget drops what is kept for the members keep refuses (members no
@@ -201,6 +252,12 @@ func (t *pacedTransport) forget(keep func(raft.ServerID) bool) {
 			delete(t.next, id)
 		}
 	}
+	for id := range t.appends {
+		if !keep(id) {
+			delete(t.appends, id)
+			delete(t.lastAppend, id)
+		}
+	}
 }
 
 // heartbeatsSent returns how many heartbeats went to id (for tests).
@@ -208,6 +265,22 @@ func (t *pacedTransport) heartbeatsSent(id raft.ServerID) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.sent[id]
+}
+
+// appendsSent returns how many appends (not heartbeats) went to id (for
+// tests).
+func (t *pacedTransport) appendsSent(id raft.ServerID) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.appends[id]
+}
+
+// lastAppendEnd returns when the latest append to id returned (for
+// tests).
+func (t *pacedTransport) lastAppendEnd(id raft.ServerID) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lastAppend[id]
 }
 
 // roleChanged tells followRole to look at this member's role again.

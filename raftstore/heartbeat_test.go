@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bagkeeper/bagkeeper/raftstore/state"
 	"github.com/hashicorp/raft"
 )
 
@@ -101,6 +102,88 @@ func TestNonVotersGetPacedHeartbeatsAndKeepTheirLeader(t *testing.T) {
 		vs, nvs := c.voters(l)
 		return fmt.Errorf("voters %v, non-voters %v", vs, nvs)
 	})
+}
+
+// TestAppendsToANonVoterComeInBatches: under a stream of writes the
+// leader sends a non-voter one append per NonvoterAppendInterval (the
+// writes batched) while a voter gets them as they come; a lone write after
+// a quiet spell reaches the non-voter without waiting for the interval;
+// the non-voter applies every write.
+func TestAppendsToANonVoterComeInBatches(t *testing.T) {
+	c := newTestCluster(t, "app")
+	// An interval long against a write, so that batching shows in counts
+	// and a lone write's promptness in time even on a busy machine.
+	const interval = 1500 * time.Millisecond
+	opts := func(cfg *Config) {
+		cfg.Voters = 3
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 2*time.Second, 2*time.Second, time.Second
+		cfg.NonvoterAppendInterval = interval
+		// The idle appends (one per commit timeout) come less often than
+		// the interval, as they do with the defaults.
+		cfg.CommitTimeout = 5 * time.Second
+	}
+	for _, p := range []string{"app-0", "app-1", "app-2"} {
+		c.start(p, withExpect(3), opts)
+	}
+	l := c.leader(20 * time.Second)
+	nv := c.start("app-3", opts)
+	eventually(t, 20*time.Second, "app-3 to be a non-voter", func() error {
+		if vs, nvs := c.voters(l); len(vs) != 3 || !slices.Contains(nvs, string(nv.node.ID())) {
+			return fmt.Errorf("voters %v, non-voters %v", vs, nvs)
+		}
+		return nil
+	})
+	voter := c.follower(l)
+	for voter == nv {
+		voter = c.follower(l)
+	}
+	rel := mustApply(t, l.node, state.EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
+	applied := func(n *testNode, idx uint64) func() error {
+		return func() error {
+			if got := n.node.StateIndex(); got < idx {
+				return fmt.Errorf("applied %d, want %d", got, idx)
+			}
+			return nil
+		}
+	}
+
+	// A lone write after a quiet spell.
+	eventually(t, 10*time.Second, "no append to the non-voter for an interval", func() error {
+		if since := time.Since(l.node.paced.lastAppendEnd(nv.node.ID())); since <= interval {
+			return fmt.Errorf("last append %s ago", since)
+		}
+		return nil
+	})
+	t0 := time.Now()
+	idx := mustApply(t, l.node, state.UpdateBagOp(rel, "app", map[string]string{"lone": "1"})).GetIndex()
+	eventually(t, 10*time.Second, "the non-voter to apply the lone write", applied(nv, idx))
+	if took := time.Since(t0); took >= interval/2 {
+		t.Fatalf("a lone write after a quiet spell took %s to reach the non-voter, want well under the interval %s", took, interval)
+	}
+
+	// A stream of writes for two intervals.
+	nvBefore, vBefore := l.node.paced.appendsSent(nv.node.ID()), l.node.paced.appendsSent(voter.node.ID())
+	writes := 0
+	for end := time.Now().Add(2 * interval); time.Now().Before(end); writes++ {
+		idx = mustApply(t, l.node, state.UpdateBagOp(rel, "app", map[string]string{"n": fmt.Sprint(writes)})).GetIndex()
+	}
+	nvGot := l.node.paced.appendsSent(nv.node.ID()) - nvBefore
+	vGot := l.node.paced.appendsSent(voter.node.ID()) - vBefore
+	// One append not held after the quiet spell, one per interval, the
+	// one under way when the stream ended, and full appends (not held:
+	// the non-voter catching up).
+	most := 1 + 2 + 1 + writes/maxAppendEntries + 1
+	t.Logf("%d writes: %d appends to the voter %s, %d to the non-voter %s", writes, vGot, voter.pod, nvGot, nv.pod)
+	if writes < 4*most {
+		t.Fatalf("only %d writes in %s: too few to tell batching", writes, 2*interval)
+	}
+	if nvGot > most {
+		t.Errorf("the non-voter got %d appends for %d writes in two intervals, want at most %d", nvGot, writes, most)
+	}
+	if vGot < writes/2 {
+		t.Errorf("the voter got %d appends for %d writes, want them as they come", vGot, writes)
+	}
+	eventually(t, 10*time.Second, "the non-voter to apply every write", applied(nv, idx))
 }
 
 // TestTheLeaderRunsRaftWithItsOwnHeartbeatTimeout: the leader's raft runs

@@ -69,6 +69,12 @@ type Config struct {
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
 	CommitTimeout      time.Duration
+	// NonvoterAppendInterval is the least time between the starts of two
+	// appends the leader sends one non-voter (default 20ms; negative: as
+	// often as raft sends them). Under a stream of writes a non-voter then
+	// gets them in batches, one append per interval; a write after a quiet
+	// spell goes out at once. See pacedTransport.AppendEntries.
+	NonvoterAppendInterval time.Duration
 	// Snapshotting (defaults: threshold 2048 entries, 2048 trailing logs,
 	// checked every 2 seconds). The log is only cut after a snapshot; raft
 	// takes one at its check once the threshold is reached, and the member
@@ -163,6 +169,10 @@ func (c *Config) setDefaults() error {
 	def(&c.ElectionTimeout, 500*time.Millisecond)
 	def(&c.LeaderLeaseTimeout, 400*time.Millisecond)
 	def(&c.CommitTimeout, time.Second)
+	def(&c.NonvoterAppendInterval, DefaultNonvoterAppendInterval)
+	if c.NonvoterAppendInterval >= c.HeartbeatTimeout {
+		return fmt.Errorf("the non-voter append interval (%s) must be shorter than the heartbeat timeout (%s)", c.NonvoterAppendInterval, c.HeartbeatTimeout)
+	}
 	def(&c.SnapshotInterval, 2*time.Second)
 	def(&c.StateCheckInterval, 10*time.Minute)
 	if c.LogStore == "" {
@@ -425,7 +435,7 @@ func Open(cfg Config) (*Node, error) {
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.silence = time.NewTimer(cfg.HeartbeatTimeout)
 	n.leaderCommitDue = time.NewTimer(cfg.Autopilot.Interval)
-	n.paced = newPacedTransport(n.trans, nonVoterHeartbeatEvery(cfg.HeartbeatTimeout), n.suffrage.nonVoter, n.leaderWord,
+	n.paced = newPacedTransport(n.trans, nonVoterHeartbeatEvery(cfg.HeartbeatTimeout), max(0, cfg.NonvoterAppendInterval), n.suffrage.nonVoter, n.leaderWord,
 		func(id raft.ServerID) { n.health.answered(id, n.cfg.Now(), n.cfg.Autopilot.UnhealthyAfter) }, n.ctx.Done())
 	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.stores.stable, snaps, n.paced)
 	if err != nil {
@@ -477,6 +487,13 @@ func Open(cfg Config) (*Node, error) {
 	return n, nil
 }
 
+// DefaultNonvoterAppendInterval is Config.NonvoterAppendInterval's
+// default.
+const DefaultNonvoterAppendInterval = 20 * time.Millisecond
+
+// maxAppendEntries is the most entries raft sends in one append.
+const maxAppendEntries = 256
+
 // raftConfig is the raft configuration every member runs with.
 func raftConfig(cfg *Config, id raft.ServerID, logger hclog.Logger) *raft.Config {
 	rc := raft.DefaultConfig()
@@ -489,7 +506,7 @@ func raftConfig(cfg *Config, id raft.ServerID, logger hclog.Logger) *raft.Config
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
 	rc.TrailingLogs = cfg.TrailingLogs
 	rc.SnapshotInterval = cfg.SnapshotInterval
-	rc.MaxAppendEntries = 256
+	rc.MaxAppendEntries = maxAppendEntries
 	rc.BatchApplyCh = true
 	// A member removed while it was away must not stop: it notices and
 	// asks to join again (see the cluster loop).

@@ -48,7 +48,7 @@ type runFlags struct {
 	unitMode, leaveOnStop                                             string
 	unitReleaseAfter, unitRemoveAfter, unitTakeoverAfter              time.Duration
 	units                                                             int
-	heartbeat, election, leaderLease, commit                          time.Duration
+	heartbeat, election, leaderLease, commit, nonvoterAppend          time.Duration
 	snapshotThreshold, trailingLogs                                   uint64
 	snapshotInterval                                                  time.Duration
 	logStore                                                          string
@@ -102,6 +102,7 @@ func newRunFlags(e *env) *runFlags {
 	fs.DurationVar(&f.election, "raft-election-timeout", 500*time.Millisecond, "how long a candidate waits for votes before it tries again")
 	fs.DurationVar(&f.leaderLease, "raft-leader-lease-timeout", 400*time.Millisecond, "how long a leader keeps leading without hearing from a quorum (at most --raft-heartbeat-timeout, at least a quarter of it)")
 	fs.DurationVar(&f.commit, "raft-commit-timeout", time.Second, "longest pause between the leader's appends to a follower while nothing is written (heartbeats\ncome more often; a write reaches the followers at once whatever this is)")
+	fs.DurationVar(&f.nonvoterAppend, "raft-nonvoter-append-interval", raftstore.DefaultNonvoterAppendInterval, "least time between two appends the leader sends one non-voter: under a stream of writes\na non-voter gets them in batches, one append per interval, and costs the group less; a write\nafter a quiet spell goes out at once (negative: no batching; shorter than --raft-heartbeat-timeout)")
 	fs.Uint64Var(&f.snapshotThreshold, "raft-snapshot-threshold", 2048, "log `entries` between snapshots (a member also takes one when the log written since the last\noutgrows half the state, or 4 MiB)")
 	fs.Uint64Var(&f.trailingLogs, "raft-trailing-logs", 2048, "log `entries` kept after a snapshot (a member further behind gets the snapshot)")
 	fs.DurationVar(&f.snapshotInterval, "raft-snapshot-interval", 2*time.Second, "how often to check whether a snapshot is due (raft waits between this and twice this);\nthe log, hence the raft store on disk and in memory, grows by what is written in between")
@@ -219,7 +220,7 @@ func (f *runFlags) sidecarConfig(logger *slog.Logger) (sidecar.Config, error) {
 	}
 	c.Raft = raftstore.Config{
 		BootstrapExpect: f.bootstrapExpect, Voters: f.voters, JoinInterval: f.joinInterval,
-		HeartbeatTimeout: f.heartbeat, ElectionTimeout: f.election, LeaderLeaseTimeout: f.leaderLease, CommitTimeout: f.commit,
+		HeartbeatTimeout: f.heartbeat, ElectionTimeout: f.election, LeaderLeaseTimeout: f.leaderLease, CommitTimeout: f.commit, NonvoterAppendInterval: f.nonvoterAppend,
 		SnapshotThreshold: f.snapshotThreshold, TrailingLogs: f.trailingLogs, SnapshotInterval: f.snapshotInterval,
 		Autopilot: raftstore.AutopilotConfig{
 			Interval: f.autopilotInterval, Stabilization: f.promoteAfter, UnhealthyAfter: f.unhealthyAfter, // 0: derived from the interval
