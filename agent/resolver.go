@@ -558,7 +558,7 @@ func eachMember(st *state.State, r *state.Relation, unit string, fn func(unit st
 		})
 		return
 	}
-	st.EachBag(r.ID, func(b *state.Bag) bool {
+	st.EachUnitBag(r.ID, r.RemoteApp, func(b *state.Bag) bool {
 		if app, _, ok := state.ParseUnitName(b.Owner); ok && app == r.RemoteApp {
 			return fn(b.Owner, b.Revision)
 		}

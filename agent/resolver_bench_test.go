@@ -6,6 +6,7 @@ import (
 
 	"github.com/bagkeeper/bagkeeper/raftstore/state"
 	"github.com/bagkeeper/bagkeeper/raftstore/state/statetest"
+	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
 )
 
 // BenchmarkNextAtScale: the decision every unit makes after every entry its
@@ -13,7 +14,15 @@ import (
 // 100 units, a peer relation and 999 relations to other applications whose
 // application bags hold 100 keys each. The unit has seen everything, so
 // nothing is due.
-func BenchmarkNextAtScale(b *testing.B) {
+func BenchmarkNextAtScale(b *testing.B) { benchmarkNextAtScale(b, false) }
+
+// BenchmarkNextAtScaleWithLocalBags: the same world, with every local
+// unit's bag set in every relation (what charms do), so that a relation
+// to another application holds the local units' 100 bags besides the
+// remote unit's.
+func BenchmarkNextAtScaleWithLocalBags(b *testing.B) { benchmarkNextAtScale(b, true) }
+
+func benchmarkNextAtScale(b *testing.B, localBags bool) {
 	s := statetest.New(b, "app")
 	s.SetNow(t0)
 	for i := range 100 {
@@ -28,6 +37,13 @@ func BenchmarkNextAtScale(b *testing.B) {
 			app[fmt.Sprintf("key-%d", k)] = "value"
 		}
 		s.Must(state.SetRemoteViewOp(id, remote, remote+"-model", 1, app, map[string]map[string]string{remote + "/0": {"k": "v"}}))
+		if localBags {
+			ops := make([]*storepb.Op, 0, 100)
+			for u := range 100 {
+				ops = append(ops, state.UpdateBagOp(id, fmt.Sprintf("app/%d", u), map[string]string{"ingress": "10.0.0.1"}))
+			}
+			s.Must(ops...)
+		}
 	}
 	v := View{State: s.State(), Unit: "app/5", Pod: "p", ConfigHash: "c", Now: s.Now()}
 	var cur Cursor

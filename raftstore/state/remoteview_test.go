@@ -386,3 +386,41 @@ func TestRemoteViewCarriesTheRemoteModel(t *testing.T) {
 		t.Fatalf("remote model %q after a snapshot", r.RemoteModel)
 	}
 }
+
+// TestEachUnitBagVisitsOnlyThatApplicationsUnits: the bags of one
+// application's units, in owner order, and neither the application bags
+// nor the other application's units, nor an application whose name the
+// asked one begins.
+func TestEachUnitBagVisitsOnlyThatApplicationsUnits(t *testing.T) {
+	m, rel := remoteRelation(t)
+	view(t, m, rel, 1, map[string]string{"a": "1"}, map[string]map[string]string{"pg/0": {"k": "v"}, "pg/1": nil, "pg/10": {"k": "w"}})
+	m.Must(state.ClaimUnitOp("app-0/x", "app-0", 0, 0))
+	m.Must(state.UpdateBagOp(rel, "app/0", map[string]string{"mine": "1"}), state.UpdateBagOp(rel, "app", map[string]string{"ours": "1"}))
+	if got := revisions(m.State(), rel); strings.Count(got, "@") != 6 {
+		t.Fatalf("the relation's bags: %s, want 6 (pg, pg/0, pg/1, pg/10, app, app/0)", got)
+	}
+	each := func(app string, most int) string {
+		var out []string
+		m.State().EachUnitBag(rel, app, func(b *state.Bag) bool {
+			out = append(out, b.Owner)
+			return len(out) < most
+		})
+		return strings.Join(out, " ")
+	}
+	for _, c := range []struct {
+		app  string
+		most int
+		want string
+	}{
+		{"pg", 10, "pg/0 pg/1 pg/10"},
+		{"pg", 2, "pg/0 pg/1"},
+		{"app", 10, "app/0"},
+		{"ap", 10, ""},
+		{"p", 10, ""},
+		{"nobody", 10, ""},
+	} {
+		if got := each(c.app, c.most); got != c.want {
+			t.Errorf("EachUnitBag(%q) stopping after %d: %q, want %q", c.app, c.most, got, c.want)
+		}
+	}
+}

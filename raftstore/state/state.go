@@ -304,6 +304,19 @@ func (s *State) EachBag(relationID int64, fn func(*Bag) bool) {
 	s.bags.Root().WalkPrefix(relKey(relationID), func(_ []byte, b *Bag) bool { return !fn(b) })
 }
 
+// EachUnitBag calls fn with every bag of a relation owned by a unit of
+// app ("app/N"), ordered by owner, until fn returns false. It visits only
+// those bags, not the relation's others (the other application's units',
+// the application bags).
+func (s *State) EachUnitBag(relationID int64, app string, fn func(*Bag) bool) {
+	// The prefix is built on the stack when it fits: the agent walks the
+	// remote units' bags of every relation after every entry applied.
+	var buf [64]byte
+	k := binary.BigEndian.AppendUint64(buf[:0], uint64(relationID))
+	k = append(append(k, app...), '/')
+	s.bags.Root().WalkPrefix(k, func(_ []byte, b *Bag) bool { return !fn(b) })
+}
+
 // Units returns every unit, removed ones included, ordered by number.
 func (s *State) Units() []*Unit {
 	var out []*Unit
