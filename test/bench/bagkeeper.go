@@ -269,6 +269,31 @@ func (b *bagkeeperTarget) defaultOf(flag string) string {
 	return "?"
 }
 
+// settingOf returns the value a sidecar runs with for flag: the one
+// -bagkeeper-args gives ("--flag=v" or "--flag v"), else defaultOf.
+func (b *bagkeeperTarget) settingOf(flag string) string {
+	return flagValue(strings.Fields(*bagkeeperArgs), flag, b.defaultOf(flag))
+}
+
+// flagValue is the last value args give flag ("--flag=v", "-flag=v",
+// "--flag v"), or def.
+func flagValue(args []string, flag, def string) string {
+	v := def
+	for i, a := range args {
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != flag {
+			continue
+		}
+		switch {
+		case hasValue:
+			v = value
+		case i+1 < len(args):
+			v = args[i+1]
+		}
+	}
+	return v
+}
+
 // Name implements Target.
 func (b *bagkeeperTarget) Name() string { return "bagkeeper " + b.version }
 

@@ -54,6 +54,26 @@ Flags:
 	}
 }
 
+func TestFlagValue(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "def"},
+		{[]string{"--pprof"}, "def"},
+		{[]string{"--raft-election-timeout=700ms"}, "700ms"},
+		{[]string{"-raft-election-timeout=700ms"}, "700ms"},
+		{[]string{"--raft-election-timeout", "800ms", "--pprof"}, "800ms"},
+		{[]string{"--raft-election-timeout=1s", "--raft-election-timeout=2s"}, "2s"},
+		{[]string{"--raft-election-timeout-x=1s"}, "def"},
+		{[]string{"raft-election-timeout=1s"}, "def"},
+	} {
+		if got := flagValue(c.args, "raft-election-timeout", "def"); got != c.want {
+			t.Errorf("flagValue(%q) = %q, want %q", c.args, got, c.want)
+		}
+	}
+}
+
 func TestPrintable(t *testing.T) {
 	raw := make([]byte, 256)
 	for i := range raw {

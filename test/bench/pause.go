@@ -266,15 +266,19 @@ func retryPinned(ctx context.Context, retries *atomic.Int64, permanent func(erro
 // ElectionTimeout implements PauseMeasurer.
 func (b *bagkeeperTarget) ElectionTimeout() (time.Duration, string) {
 	parse := func(flag string) time.Duration {
-		d, err := time.ParseDuration(strings.TrimSuffix(b.defaultOf(flag), " (assumed)"))
+		d, err := time.ParseDuration(strings.TrimSuffix(b.settingOf(flag), " (assumed)"))
 		if err != nil {
 			return 0
 		}
 		return d
 	}
 	e := parse("raft-election-timeout")
-	return e, fmt.Sprintf("bagkeeper's defaults: election timeout %s, heartbeat timeout %s, leader lease %s (a voter stands for election 1–1.5 heartbeat timeouts after its leader's last word, and the other voters grant its votes once they have not heard from the leader for a heartbeat timeout)",
-		fmtDuration(e), fmtDuration(parse("raft-heartbeat-timeout")), b.defaultOf("raft-leader-lease-timeout"))
+	what := "bagkeeper's defaults"
+	if *bagkeeperArgs != "" {
+		what = "bagkeeper's settings"
+	}
+	return e, fmt.Sprintf("%s: election timeout %s, heartbeat timeout %s, leader lease %s (a voter stands for election 1–1.5 heartbeat timeouts after its leader's last word, and the other voters grant its votes once they have not heard from the leader for a heartbeat timeout)",
+		what, fmtDuration(e), fmtDuration(parse("raft-heartbeat-timeout")), b.settingOf("raft-leader-lease-timeout"))
 }
 
 // PreparePause implements PauseMeasurer.
