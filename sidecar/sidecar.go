@@ -207,6 +207,9 @@ func validateRaftTiming(r raftstore.Config) error {
 	if lease > 0 && lease < hb/4 {
 		return fmt.Errorf("--raft-leader-lease-timeout (%s) must be at least a quarter of --raft-heartbeat-timeout (%s): the leader hears from its followers only every tenth to fifth of it, and steps down when a lease passes without a quorum's answer", lease, hb)
 	}
+	if r.NonvoterAppendInterval >= hb {
+		return fmt.Errorf("--raft-nonvoter-append-interval (%s) must be shorter than --raft-heartbeat-timeout (%s)", r.NonvoterAppendInterval, hb)
+	}
 	return nil
 }
 

@@ -85,6 +85,7 @@ func TestBadSettingsAreUsageErrorsNamingTheSource(t *testing.T) {
 		{name: "bad log store in the environment", env: map[string]string{"BAGKEEPER_LOG_STORE": "bolt"}, args: []string{"--app", "x", "--bind", "127.0.0.1:1"}, want: `--log-store: log store "bolt"`},
 		{name: "lease shorter than the heartbeat gap", args: []string{"--app", "x", "--bind", "127.0.0.1:1", "--insecure", "--raft-heartbeat-timeout", "2s", "--raft-election-timeout", "2s"}, want: "--raft-leader-lease-timeout (400ms) must be at least a quarter of --raft-heartbeat-timeout (2s)"},
 		{name: "lease longer than the heartbeat timeout", args: []string{"--app", "x", "--bind", "127.0.0.1:1", "--insecure", "--raft-leader-lease-timeout", "1s"}, want: "--raft-leader-lease-timeout (1s) must not be longer than --raft-heartbeat-timeout (500ms)"},
+		{name: "non-voter append interval not shorter than the heartbeat timeout", args: []string{"--app", "x", "--bind", "127.0.0.1:1", "--insecure", "--raft-nonvoter-append-interval", "500ms"}, want: "--raft-nonvoter-append-interval (500ms) must be shorter than --raft-heartbeat-timeout (500ms)"},
 		{name: "election timeout shorter than the heartbeat timeout", args: []string{"--app", "x", "--bind", "127.0.0.1:1", "--insecure", "--raft-election-timeout", "200ms"}, want: "--raft-election-timeout (200ms) must be at least --raft-heartbeat-timeout (500ms)"},
 		{name: "secrets key without a charm", args: []string{"--app", "x", "--bind", "127.0.0.1:1", "--secrets-key-file", "k"}, want: "--secrets-key-file needs --charm-dir"},
 	}
