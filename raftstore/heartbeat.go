@@ -114,8 +114,10 @@ type pacedTransport struct {
 	sent    map[raft.ServerID]int       // heartbeats sent to each member (tests)
 	appends map[raft.ServerID]int       // appends (not heartbeats) sent to each member (tests)
 	// lastAppend is when the latest append to each member returned to
-	// raft.
+	// raft; burst when the first append after its last quiet spell
+	// started.
 	lastAppend map[raft.ServerID]time.Time
+	burst      map[raft.ServerID]time.Time
 
 	// rpcs is what raft consumes: the requests received, passed on by
 	// relayVotes (see votes.go).
@@ -129,7 +131,7 @@ type pacedTransport struct {
 
 func newPacedTransport(t *raft.NetworkTransport, every, appendEvery time.Duration, nonVoter func(raft.ServerID) bool, heard func(), answered func(raft.ServerID), done <-chan struct{}) *pacedTransport {
 	return &pacedTransport{NetworkTransport: t, every: every, appendEvery: appendEvery, nonVoter: nonVoter, heard: heard, answered: answered, done: done,
-		next: map[raft.ServerID]time.Time{}, sent: map[raft.ServerID]int{}, appends: map[raft.ServerID]int{}, lastAppend: map[raft.ServerID]time.Time{}, rpcs: make(chan raft.RPC)}
+		next: map[raft.ServerID]time.Time{}, sent: map[raft.ServerID]int{}, appends: map[raft.ServerID]int{}, lastAppend: map[raft.ServerID]time.Time{}, burst: map[raft.ServerID]time.Time{}, rpcs: make(chan raft.RPC)}
 }
 
 // SetHeartbeatHandler implements raft.Transport: raft's handler of the
@@ -165,11 +167,12 @@ func isHeartbeat(req *raft.AppendEntriesRequest) bool {
 // append per appendEvery instead of one or two per write (each costs it a
 // wake-up, a decode, an fsync and an apply, and the leader a send and an
 // answer), and learns of a write at most appendEvery plus a round trip
-// after a voter does. Not held: the first append after a quiet spell (no
-// append returned within appendEvery), so that a lone write and the
-// append that tells its commit (see nudge) go out as fast as to a voter;
-// and a full append (a member catching up gets its entries as fast as
-// raft sends them). Voters, which commit, are never held.
+// after a voter does. Not held: the appends that start within half of
+// appendEvery after a quiet spell (no append returned within appendEvery),
+// so that a lone write and the append that tells its commit (see nudge)
+// go out as fast as to a voter however many appends the write took; and a
+// full append (a member catching up gets its entries as fast as raft
+// sends them). Voters, which commit, are never held.
 func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	heartbeat := isHeartbeat(args)
 	start := time.Now()
@@ -181,9 +184,12 @@ func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 	} else {
 		t.mu.Lock()
 		t.appends[id]++
-		last, ok := t.lastAppend[id]
+		if last, ok := t.lastAppend[id]; !ok || start.Sub(last) >= t.appendEvery {
+			t.burst[id] = start // after a quiet spell
+		}
+		burst := t.burst[id]
 		t.mu.Unlock()
-		held = t.appendEvery > 0 && ok && start.Sub(last) < t.appendEvery &&
+		held = t.appendEvery > 0 && start.Sub(burst) >= t.appendEvery/2 &&
 			len(args.Entries) < maxAppendEntries && t.nonVoter(id)
 	}
 	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
@@ -256,6 +262,7 @@ func (t *pacedTransport) forget(keep func(raft.ServerID) bool) {
 		if !keep(id) {
 			delete(t.appends, id)
 			delete(t.lastAppend, id)
+			delete(t.burst, id)
 		}
 	}
 }
