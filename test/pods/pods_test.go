@@ -219,7 +219,27 @@ func (a *app) settle(what string) {
 	})
 }
 
+// leaderPod returns the pod the group names as its raft leader, asking
+// until one does or ctx ends: a member that has just lost its leader (an
+// election under way, a returning member not yet heard from) names none
+// for a moment.
 func (a *app) leaderPod(ctx context.Context) (*pod, error) {
+	for {
+		p, err := a.namedLeader(ctx)
+		if err == nil {
+			return p, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (%v)", err, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// namedLeader is the pod the first pod that answers status names as the
+// raft leader.
+func (a *app) namedLeader(ctx context.Context) (*pod, error) {
 	for _, p := range a.runningPods() {
 		st, err := p.status(ctx)
 		if err != nil {
