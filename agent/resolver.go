@@ -559,7 +559,7 @@ func eachMember(st *state.State, r *state.Relation, unit string, fn func(unit st
 		return
 	}
 	st.EachUnitBag(r.ID, r.RemoteApp, func(b *state.Bag) bool {
-		if app, _, ok := state.ParseUnitName(b.Owner); ok && app == r.RemoteApp {
+		if _, _, ok := state.ParseUnitName(b.Owner); ok {
 			return fn(b.Owner, b.Revision)
 		}
 		return true

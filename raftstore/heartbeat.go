@@ -105,19 +105,14 @@ type pacedTransport struct {
 	every    time.Duration
 	nonVoter func(raft.ServerID) bool
 	done     <-chan struct{} // closed when the member stops
-	// appendEvery is the least time between the starts of two appends to
-	// one non-voter (0: not paced); see AppendEntries.
+	// appendEvery is how long the return of an append to a non-voter is
+	// held after it started (0: never); see AppendEntries.
 	appendEvery time.Duration
 
 	mu      sync.Mutex
-	next    map[raft.ServerID]time.Time // the earliest a heartbeat may go out
-	sent    map[raft.ServerID]int       // heartbeats sent to each member (tests)
-	appends map[raft.ServerID]int       // appends (not heartbeats) sent to each member (tests)
-	// lastAppend is when the latest append to each member returned to
-	// raft; burst when the first append after its last quiet spell
-	// started.
-	lastAppend map[raft.ServerID]time.Time
-	burst      map[raft.ServerID]time.Time
+	next    map[raft.ServerID]time.Time   // the earliest a heartbeat may go out
+	sent    map[raft.ServerID]int         // heartbeats sent to each member (tests)
+	appends map[raft.ServerID]*appendPace // appends (not heartbeats) to each member
 
 	// rpcs is what raft consumes: the requests received, passed on by
 	// relayVotes (see votes.go).
@@ -129,9 +124,16 @@ type pacedTransport struct {
 	answered func(raft.ServerID)
 }
 
+// appendPace is what pacedTransport keeps of the appends to one member.
+type appendPace struct {
+	sent  int       // appends sent (tests)
+	last  time.Time // when the latest returned to raft
+	burst time.Time // when the first after the latest quiet spell started
+}
+
 func newPacedTransport(t *raft.NetworkTransport, every, appendEvery time.Duration, nonVoter func(raft.ServerID) bool, heard func(), answered func(raft.ServerID), done <-chan struct{}) *pacedTransport {
 	return &pacedTransport{NetworkTransport: t, every: every, appendEvery: appendEvery, nonVoter: nonVoter, heard: heard, answered: answered, done: done,
-		next: map[raft.ServerID]time.Time{}, sent: map[raft.ServerID]int{}, appends: map[raft.ServerID]int{}, lastAppend: map[raft.ServerID]time.Time{}, burst: map[raft.ServerID]time.Time{}, rpcs: make(chan raft.RPC)}
+		next: map[raft.ServerID]time.Time{}, sent: map[raft.ServerID]int{}, appends: map[raft.ServerID]*appendPace{}, rpcs: make(chan raft.RPC)}
 }
 
 // SetHeartbeatHandler implements raft.Transport: raft's handler of the
@@ -175,19 +177,26 @@ func isHeartbeat(req *raft.AppendEntriesRequest) bool {
 // sends them). Voters, which commit, are never held.
 func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	heartbeat := isHeartbeat(args)
-	start := time.Now()
+	var start time.Time
+	var pace *appendPace
 	held := false
 	if heartbeat {
 		if err := t.turn(id); err != nil {
 			return err
 		}
 	} else {
+		start = time.Now()
 		t.mu.Lock()
-		t.appends[id]++
-		if last, ok := t.lastAppend[id]; !ok || start.Sub(last) >= t.appendEvery {
-			t.burst[id] = start // after a quiet spell
+		pace = t.appends[id]
+		if pace == nil {
+			pace = &appendPace{}
+			t.appends[id] = pace
 		}
-		burst := t.burst[id]
+		pace.sent++
+		if pace.last.IsZero() || start.Sub(pace.last) >= t.appendEvery {
+			pace.burst = start // after a quiet spell
+		}
+		burst := pace.burst
 		t.mu.Unlock()
 		held = t.appendEvery > 0 && start.Sub(burst) >= t.appendEvery/2 &&
 			len(args.Entries) < maxAppendEntries && t.nonVoter(id)
@@ -201,9 +210,9 @@ func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 			err = herr
 		}
 	}
-	if !heartbeat {
+	if pace != nil {
 		t.mu.Lock()
-		t.lastAppend[id] = time.Now()
+		pace.last = time.Now()
 		t.mu.Unlock()
 	}
 	return err
@@ -261,8 +270,6 @@ func (t *pacedTransport) forget(keep func(raft.ServerID) bool) {
 	for id := range t.appends {
 		if !keep(id) {
 			delete(t.appends, id)
-			delete(t.lastAppend, id)
-			delete(t.burst, id)
 		}
 	}
 }
@@ -279,7 +286,10 @@ func (t *pacedTransport) heartbeatsSent(id raft.ServerID) int {
 func (t *pacedTransport) appendsSent(id raft.ServerID) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.appends[id]
+	if p := t.appends[id]; p != nil {
+		return p.sent
+	}
+	return 0
 }
 
 // lastAppendEnd returns when the latest append to id returned (for
@@ -287,7 +297,10 @@ func (t *pacedTransport) appendsSent(id raft.ServerID) int {
 func (t *pacedTransport) lastAppendEnd(id raft.ServerID) time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.lastAppend[id]
+	if p := t.appends[id]; p != nil {
+		return p.last
+	}
+	return time.Time{}
 }
 
 // roleChanged tells followRole to look at this member's role again.
