@@ -92,23 +92,29 @@ func (r raftLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: advertisedAddr(address), Err: net.ErrClosed}
 	default:
 	}
-	ctx := context.Background()
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
 	addr, target := SplitMemberAddress(address)
 	if addr == "" {
 		return nil, &HandshakeError{Peer: string(address), Reason: ReasonWrongMember, Msg: "no address is known for member " + target}
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if timeout > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeout(ctx, timeout)
+		defer stop()
+	}
+	d := l.startDial(address, cancel)
 	conn, raw, err := l.dialer.dial(ctx, addr, KindRaft, target)
+	abandoned, ferr := l.finishDial(address, d, raw)
+	if ferr != nil {
+		_ = conn.Close()
+		return nil, ferr
+	}
 	if err != nil {
+		if abandoned {
+			return nil, fmt.Errorf("dial peer %s: abandoned (the member left that address): %w", address, err)
+		}
 		return nil, err
 	}
-	if !l.track(raw) {
-		_ = conn.Close()
-		return nil, fmt.Errorf("dial peer %s: %w", address, net.ErrClosed)
-	}
-	return &trackedConn{Conn: conn, raw: raw, l: l}, nil
+	return &trackedConn{Conn: conn, raw: raw, l: l, target: address}, nil
 }

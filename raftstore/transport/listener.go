@@ -58,6 +58,9 @@ type Listener struct {
 	mu     sync.Mutex
 	closed bool
 	conns  map[net.Conn]struct{} // TCP conns in handshake, accepted, or dialed by the raft layer
+	// raftOut is what the raft layer dialed, by member-tagged address
+	// (see Abandon).
+	raftOut map[raft.ServerAddress]*outbound
 }
 
 // Listen binds bind (for example "0.0.0.0:7400" or "127.0.0.5:7400") and
@@ -88,6 +91,7 @@ func Listen(bind, advertise string, cfg Config) (*Listener, error) {
 		pending:   make(chan struct{}, c.MaxPendingHandshakes),
 		done:      make(chan struct{}),
 		conns:     map[net.Conn]struct{}{},
+		raftOut:   map[raft.ServerAddress]*outbound{},
 	}
 	if c.TLS != nil {
 		if l.certs, err = NewCertReloader(*c.TLS, c.Logger); err != nil {
@@ -114,8 +118,10 @@ func (l *Listener) Advertise() string { return l.advertise }
 // Accept blocks until a raft connection has passed the handshake or the
 // layer or Listener is closed; its Dial dials a raft connection within the
 // smaller of its timeout argument and DialTimeout; its Addr reports the
-// advertised address. Closing it (as NetworkTransport.Close does) stops raft
-// connections only. Connections it returned are closed by Listener.Close.
+// advertised address; its Abandon (see [raftLayer.Abandon]) closes what it
+// dialed to an address a member left. Closing it (as NetworkTransport.Close
+// does) stops raft connections only. Connections it returned are closed by
+// Listener.Close.
 func (l *Listener) RaftLayer() raft.StreamLayer { return raftLayer{l.raft} }
 
 // GRPCListener returns a net.Listener for grpc.Server.Serve. Accept blocks
@@ -179,12 +185,18 @@ func (l *Listener) pendingHandshakes() int { return len(l.pending) }
 // trackedConn is a connection handed out by a Listener; closing it forgets it.
 type trackedConn struct {
 	net.Conn
-	raw net.Conn
-	l   *Listener
+	raw    net.Conn
+	l      *Listener
+	target raft.ServerAddress // the address the raft layer dialed ("" if accepted)
 }
 
 func (c *trackedConn) Close() error {
 	err := c.Conn.Close()
-	c.l.untrack(c.raw)
+	c.l.mu.Lock()
+	delete(c.l.conns, c.raw)
+	if c.target != "" {
+		c.l.forgetOutbound(c.target, c.raw)
+	}
+	c.l.mu.Unlock()
 	return err
 }

@@ -26,6 +26,14 @@ type raftPeer struct {
 func newRaftPeer(t *testing.T, l *Listener) *raftPeer {
 	t.Helper()
 	p := &raftPeer{l: l, trans: raft.NewNetworkTransport(l.RaftLayer(), 3, 10*time.Second, io.Discard)}
+	consume(t, p.trans, p.answer)
+	return p
+}
+
+// consume hands every request trans receives to handle until the test
+// ends, then closes trans.
+func consume(t *testing.T, trans *raft.NetworkTransport, handle func(raft.RPC)) {
+	t.Helper()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -35,17 +43,16 @@ func newRaftPeer(t *testing.T, l *Listener) *raftPeer {
 			select {
 			case <-stop:
 				return
-			case rpc := <-p.trans.Consumer():
-				p.answer(rpc)
+			case rpc := <-trans.Consumer():
+				handle(rpc)
 			}
 		}
 	}()
 	t.Cleanup(func() {
 		close(stop)
 		wg.Wait()
-		_ = p.trans.Close()
+		_ = trans.Close()
 	})
-	return p
 }
 
 func (p *raftPeer) answer(rpc raft.RPC) {
