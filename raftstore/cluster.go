@@ -80,18 +80,31 @@ func (n *Node) clusterStep(ctx context.Context) {
 	}
 }
 
-// refreshBook rebuilds the address book: configured addresses, overridden
-// by where members answered this round.
+// refreshBook rebuilds the address book from this round's answers (see
+// rebuildBook).
 func (n *Node) refreshBook(infos []peerInfo) {
-	book := map[raft.ServerID]raft.ServerAddress{}
+	var servers []raft.Server
 	if cfg, err := n.Configuration(); err == nil {
-		for _, s := range cfg.Servers {
+		servers = cfg.Servers
+	}
+	n.book.replace(rebuildBook(n.book.entries(), servers, n.id, raft.ServerAddress(n.cfg.Advertise), infos))
+}
+
+// rebuildBook returns the address book for the members of the
+// configuration (servers): where the book had them (had; their configured
+// address if it had not), overridden by where members answered this round.
+// This member (self) is where it advertises itself now, whatever the
+// configuration still says.
+func rebuildBook(had map[raft.ServerID]raft.ServerAddress, servers []raft.Server, self raft.ServerID, selfAddr raft.ServerAddress, infos []peerInfo) map[raft.ServerID]raft.ServerAddress {
+	book := map[raft.ServerID]raft.ServerAddress{}
+	for _, s := range servers {
+		if a, ok := had[s.ID]; ok {
+			book[s.ID] = a
+		} else {
 			book[s.ID] = s.Address
 		}
 	}
-	// This member is where it advertises itself now, whatever the
-	// configuration still says.
-	book[n.id] = raft.ServerAddress(n.cfg.Advertise)
+	book[self] = selfAddr
 	taken := map[raft.ServerAddress]raft.ServerID{}
 	for _, p := range infos {
 		// Prefer the address the member advertises (a stable DNS name where
@@ -103,13 +116,13 @@ func (n *Node) refreshBook(infos []peerInfo) {
 		book[id] = addr
 		taken[addr] = id
 	}
-	// A configured address that now answers as someone else is stale.
+	// An address that now answers as someone else is stale.
 	for id, addr := range book {
 		if owner, ok := taken[addr]; ok && owner != id {
 			delete(book, id)
 		}
 	}
-	n.book.replace(book)
+	return book
 }
 
 // candidateAddrs returns discovered addresses plus the addresses in the

@@ -334,6 +334,9 @@ func Open(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, dir: dir, id: dir.Identity.ServerID(), book: newAddressBook(), fatalCh: make(chan error, 1), throttle: map[string]time.Time{}, nudgeCh: make(chan struct{}, 1),
 		leaders: newLeaderWatch(), session: newClientSession(), hashes: newStateHashes()}
 	n.log = cfg.Logger.With("member", string(n.id))
+	n.book.left = func(id raft.ServerID, from raft.ServerAddress) {
+		n.abandonRaft(id, from, time.Now(), "the member left that address")
+	}
 	n.fsm = NewFSM(n.fail)
 	n.fsm.onCorrupt = n.markDamaged
 	n.fsm.m.OnHashPoint = n.hashes.point

@@ -179,7 +179,12 @@ func (s *peerServer) Join(ctx context.Context, req *peerpb.JoinRequest) (*peerpb
 	if err := n.checkGeneration(req); err != nil {
 		return nil, err
 	}
+	joined := time.Now()
 	n.book.learn(raft.ServerID(req.GetServerId()), raft.ServerAddress(req.GetAddress()))
+	// A member joins as its process starts: what raft dialed to it before
+	// went to its former process, which may be gone with its address
+	// still answering to its name (a replaced pod's DNS name).
+	n.abandonRaft(raft.ServerID(req.GetServerId()), raft.ServerAddress(req.GetAddress()), joined, "the member joined again")
 	var resp *peerpb.JoinResponse
 	err := s.relay(ctx, req.GetHops(), leaderCall{
 		what: "join of " + req.GetServerId(),
