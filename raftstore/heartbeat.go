@@ -50,6 +50,11 @@ func nonVoterHeartbeatEvery(hb time.Duration) time.Duration {
 	return nonVoterTimeoutFactor * hb / 5
 }
 
+// idleAppendHold is how many commit timeouts the return of an idle append
+// to a non-voter is held (see pacedTransport.AppendEntries): raft's own
+// pace for those is one every one to two commit timeouts.
+const idleAppendHold = 4
+
 // leaderHeartbeatTimeout is the heartbeat timeout a leader runs raft with,
 // for a group whose heartbeat timeout is hb and whose leader lease is
 // lease (raft heartbeats every tenth to fifth of it): 2.5 × hb or 2.5 ×
@@ -108,11 +113,19 @@ type pacedTransport struct {
 	// appendEvery is how long the return of an append to a non-voter is
 	// held after it started (0: never); see AppendEntries.
 	appendEvery time.Duration
+	// idleEvery is how long the return of an append that tells a
+	// non-voter nothing new is held, unless this member writes its log
+	// meanwhile (0: never); see AppendEntries.
+	idleEvery time.Duration
 
 	mu      sync.Mutex
 	next    map[raft.ServerID]time.Time   // the earliest a heartbeat may go out
 	sent    map[raft.ServerID]int         // heartbeats sent to each member (tests)
 	appends map[raft.ServerID]*appendPace // appends (not heartbeats) to each member
+	// news is closed (and replaced) when this member writes its raft log
+	// while an idle append's return is held (newsWaited).
+	news       chan struct{}
+	newsWaited bool
 
 	// rpcs is what raft consumes: the requests received, passed on by
 	// relayVotes (see votes.go).
@@ -127,13 +140,33 @@ type pacedTransport struct {
 // appendPace is what pacedTransport keeps of the appends to one member.
 type appendPace struct {
 	sent  int       // appends sent (tests)
-	last  time.Time // when the latest returned to raft
+	idle  int       // of which idle ones (tests)
+	last  time.Time // when the latest that carried news returned to raft
 	burst time.Time // when the first after the latest quiet spell started
+	// told is what the latest append the member took said: the entry it
+	// follows and the leader's commit index.
+	told struct {
+		ok           bool
+		prev, commit uint64
+	}
 }
 
-func newPacedTransport(t *raft.NetworkTransport, every, appendEvery time.Duration, nonVoter func(raft.ServerID) bool, heard func(), answered func(raft.ServerID), done <-chan struct{}) *pacedTransport {
-	return &pacedTransport{NetworkTransport: t, every: every, appendEvery: appendEvery, nonVoter: nonVoter, heard: heard, answered: answered, done: done,
-		next: map[raft.ServerID]time.Time{}, sent: map[raft.ServerID]int{}, appends: map[raft.ServerID]*appendPace{}, rpcs: make(chan raft.RPC)}
+func newPacedTransport(t *raft.NetworkTransport, every, appendEvery, idleEvery time.Duration, nonVoter func(raft.ServerID) bool, heard func(), answered func(raft.ServerID), done <-chan struct{}) *pacedTransport {
+	return &pacedTransport{NetworkTransport: t, every: every, appendEvery: appendEvery, idleEvery: idleEvery, nonVoter: nonVoter, heard: heard, answered: answered, done: done,
+		next: map[raft.ServerID]time.Time{}, sent: map[raft.ServerID]int{}, appends: map[raft.ServerID]*appendPace{}, rpcs: make(chan raft.RPC), news: make(chan struct{})}
+}
+
+// wrote tells the transport that this member wrote its raft log: the idle
+// appends held (see AppendEntries) return, so that raft sends what was
+// written at once.
+func (t *pacedTransport) wrote() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.newsWaited {
+		close(t.news)
+		t.news = make(chan struct{})
+		t.newsWaited = false
+	}
 }
 
 // SetHeartbeatHandler implements raft.Transport: raft's handler of the
@@ -175,42 +208,81 @@ func isHeartbeat(req *raft.AppendEntriesRequest) bool {
 // go out as fast as to a voter however many appends the write took; and a
 // full append (a member catching up gets its entries as fast as raft
 // sends them). Voters, which commit, are never held.
+//
+// Raft also sends each follower an append every commit timeout or so when
+// nothing happens (1–2 s by default), telling it nothing new: at a hundred
+// members that is most of an idle leader's appends. The return of such an
+// idle append to a non-voter (no entries, the same previous entry and
+// commit index as the last append it took) is held idleEvery, or until
+// this member next writes its log: raft then sends the new entries at
+// once, as it would have. Heartbeats, which tell the non-voter the leader
+// is there, are not affected.
 func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
-	heartbeat := isHeartbeat(args)
-	var start time.Time
-	var pace *appendPace
-	held := false
-	if heartbeat {
+	if isHeartbeat(args) {
 		if err := t.turn(id); err != nil {
 			return err
 		}
-	} else {
-		start = time.Now()
-		t.mu.Lock()
-		pace = t.appends[id]
-		if pace == nil {
-			pace = &appendPace{}
-			t.appends[id] = pace
+		err := t.NetworkTransport.AppendEntries(id, target, args, resp)
+		if err == nil {
+			t.answered(id)
 		}
-		pace.sent++
-		if pace.last.IsZero() || start.Sub(pace.last) >= t.appendEvery {
-			pace.burst = start // after a quiet spell
-		}
-		burst := pace.burst
-		t.mu.Unlock()
-		held = t.appendEvery > 0 && start.Sub(burst) >= t.appendEvery/2 &&
-			len(args.Entries) < maxAppendEntries && t.nonVoter(id)
+		return err
 	}
+	start := time.Now()
+	nonVoter := t.nonVoter(id)
+	t.mu.Lock()
+	pace := t.appends[id]
+	if pace == nil {
+		pace = &appendPace{}
+		t.appends[id] = pace
+	}
+	pace.sent++
+	idle := t.idleEvery > 0 && nonVoter && len(args.Entries) == 0 && pace.told.ok &&
+		args.PrevLogEntry == pace.told.prev && args.LeaderCommitIndex <= pace.told.commit
+	var news chan struct{}
+	if idle {
+		pace.idle++
+		// Taken before the append goes out: a write while it is under way
+		// cuts the hold short too.
+		news = t.news
+		t.newsWaited = true
+	} else if pace.last.IsZero() || start.Sub(pace.last) >= t.appendEvery {
+		pace.burst = start // after a quiet spell
+	}
+	held := !idle && t.appendEvery > 0 && nonVoter && start.Sub(pace.burst) >= t.appendEvery/2 &&
+		len(args.Entries) < maxAppendEntries
+	t.mu.Unlock()
+
 	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
 	if err == nil {
 		t.answered(id)
 	}
-	if held {
-		if herr := t.hold(time.Until(start.Add(t.appendEvery))); herr != nil && err == nil {
-			err = herr
+	t.mu.Lock()
+	if err == nil && resp.Success {
+		pace.told.ok = true
+		pace.told.prev = args.PrevLogEntry
+		if n := len(args.Entries); n > 0 {
+			pace.told.prev = args.Entries[n-1].Index
 		}
+		pace.told.commit = args.LeaderCommitIndex
+	} else {
+		pace.told.ok = false
 	}
-	if pace != nil {
+	t.mu.Unlock()
+
+	var herr error
+	switch {
+	case idle && err == nil:
+		herr = t.holdUnless(t.idleEvery, news)
+	case held:
+		herr = t.hold(time.Until(start.Add(t.appendEvery)))
+	}
+	if herr != nil && err == nil {
+		err = herr
+	}
+	if !idle {
+		// An idle append is no part of a burst: a lone write after it
+		// still comes after a quiet spell.
 		t.mu.Lock()
 		pace.last = time.Now()
 		t.mu.Unlock()
@@ -220,6 +292,11 @@ func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 
 // hold waits d, or until the member stops.
 func (t *pacedTransport) hold(d time.Duration) error {
+	return t.holdUnless(d, nil)
+}
+
+// holdUnless waits d, or until cut is closed or the member stops.
+func (t *pacedTransport) holdUnless(d time.Duration, cut <-chan struct{}) error {
 	if d <= 0 {
 		return nil
 	}
@@ -227,6 +304,8 @@ func (t *pacedTransport) hold(d time.Duration) error {
 	defer timer.Stop()
 	select {
 	case <-timer.C:
+		return nil
+	case <-cut:
 		return nil
 	case <-t.done:
 		return raft.ErrTransportShutdown
@@ -292,8 +371,19 @@ func (t *pacedTransport) appendsSent(id raft.ServerID) int {
 	return 0
 }
 
-// lastAppendEnd returns when the latest append to id returned (for
-// tests).
+// idleAppendsSent returns how many of the appends to id told it nothing
+// new (for tests).
+func (t *pacedTransport) idleAppendsSent(id raft.ServerID) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p := t.appends[id]; p != nil {
+		return p.idle
+	}
+	return 0
+}
+
+// lastAppendEnd returns when the latest append to id that carried news
+// returned (for tests).
 func (t *pacedTransport) lastAppendEnd(id raft.ServerID) time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -1,6 +1,7 @@
 package raftstore
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -104,6 +105,30 @@ func TestNonVotersGetPacedHeartbeatsAndKeepTheirLeader(t *testing.T) {
 	})
 }
 
+// votersAndANonVoter starts three voters and a fourth member that joins
+// as a non-voter, all with opts (which must keep the voters at three), and
+// returns the leader, another voter and the non-voter.
+func votersAndANonVoter(t *testing.T, opts nodeOpt) (l, voter, nv *testNode) {
+	t.Helper()
+	c := newTestCluster(t, "app")
+	for _, p := range []string{"app-0", "app-1", "app-2"} {
+		c.start(p, withExpect(3), opts)
+	}
+	l = c.leader(20 * time.Second)
+	nv = c.start("app-3", opts)
+	eventually(t, 20*time.Second, "app-3 to be a non-voter", func() error {
+		if vs, nvs := c.voters(l); len(vs) != 3 || !slices.Contains(nvs, string(nv.node.ID())) {
+			return fmt.Errorf("voters %v, non-voters %v", vs, nvs)
+		}
+		return nil
+	})
+	voter = c.follower(l)
+	for voter == nv {
+		voter = c.follower(l)
+	}
+	return l, voter, nv
+}
+
 // TestAppendsToANonVoterComeInBatches: under a stream of writes the
 // leader sends a non-voter one append per NonvoterAppendInterval (the
 // writes batched) while a voter gets them as they come; a lone write after
@@ -111,7 +136,6 @@ func TestNonVotersGetPacedHeartbeatsAndKeepTheirLeader(t *testing.T) {
 // (the appends of the first half interval after a quiet spell are not
 // held); the non-voter applies every write.
 func TestAppendsToANonVoterComeInBatches(t *testing.T) {
-	c := newTestCluster(t, "app")
 	// An interval long against a write, so that batching shows in counts
 	// and a lone write's promptness in time even on a busy machine.
 	const interval = 1500 * time.Millisecond
@@ -123,21 +147,7 @@ func TestAppendsToANonVoterComeInBatches(t *testing.T) {
 		// the interval, as they do with the defaults.
 		cfg.CommitTimeout = 5 * time.Second
 	}
-	for _, p := range []string{"app-0", "app-1", "app-2"} {
-		c.start(p, withExpect(3), opts)
-	}
-	l := c.leader(20 * time.Second)
-	nv := c.start("app-3", opts)
-	eventually(t, 20*time.Second, "app-3 to be a non-voter", func() error {
-		if vs, nvs := c.voters(l); len(vs) != 3 || !slices.Contains(nvs, string(nv.node.ID())) {
-			return fmt.Errorf("voters %v, non-voters %v", vs, nvs)
-		}
-		return nil
-	})
-	voter := c.follower(l)
-	for voter == nv {
-		voter = c.follower(l)
-	}
+	l, voter, nv := votersAndANonVoter(t, opts)
 	rel := mustApply(t, l.node, state.EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
 	applied := func(n *testNode, idx uint64) func() error {
 		return func() error {
@@ -238,4 +248,66 @@ func TestTheLeaderRunsRaftWithItsOwnHeartbeatTimeout(t *testing.T) {
 	}
 	waitLeads(t, a, "by transfer")
 	eventually(t, 5*time.Second, "the new leader on its own heartbeat timeout, the old one on the group's", func() error { return timeouts(a) })
+}
+
+// TestIdleAppendsToANonVoterAreHeldUntilTheLeaderWrites: in an idle group
+// raft sends each follower an append every commit timeout or two that
+// tells it nothing new; to a non-voter those come idleAppendHold times
+// less often, to a voter as before. A write releases the held append: it
+// reaches the non-voter at once, not after the hold.
+func TestIdleAppendsToANonVoterAreHeldUntilTheLeaderWrites(t *testing.T) {
+	const commit = 500 * time.Millisecond
+	hold := idleAppendHold * commit
+	opts := func(cfg *Config) {
+		cfg.Voters = 3
+		cfg.CommitTimeout = commit
+	}
+	l, voter, nv := votersAndANonVoter(t, opts)
+	rel := mustApply(t, l.node, state.EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
+	eventually(t, 10*time.Second, "the non-voter to apply the relation", func() error {
+		if got, want := nv.node.StateIndex(), l.node.StateIndex(); got < want {
+			return fmt.Errorf("applied %d of %d", got, want)
+		}
+		return nil
+	})
+
+	// Idle: raft's pace is one append per commit timeout to two.
+	const window = 10 * time.Second
+	id, vid := nv.node.ID(), voter.node.ID()
+	nvBefore, vBefore, idleBefore := l.node.paced.appendsSent(id), l.node.paced.appendsSent(vid), l.node.paced.idleAppendsSent(id)
+	<-time.After(window)
+	nvGot, vGot, idleGot := l.node.paced.appendsSent(id)-nvBefore, l.node.paced.appendsSent(vid)-vBefore, l.node.paced.idleAppendsSent(id)-idleBefore
+	t.Logf("idle for %s: %d appends to the voter, %d to the non-voter (%d of them idle)", window, vGot, nvGot, idleGot)
+	if most := int(window/(commit+hold)) + 2; nvGot > most {
+		t.Errorf("the non-voter got %d appends in %s idle, want at most %d (one per commit timeout and hold)", nvGot, window, most)
+	}
+	if least := int(window/(2*commit)) - 1; vGot < least {
+		t.Errorf("the voter got %d appends in %s idle, want raft's pace: at least %d", vGot, window, least)
+	}
+	if idleGot == 0 {
+		t.Error("no append to the non-voter counted as idle")
+	}
+
+	// A write releases the held append.
+	for range 3 {
+		// Once an idle append has gone out, its return is held.
+		idles := l.node.paced.idleAppendsSent(id)
+		eventually(t, 10*time.Second, "the next idle append to the non-voter", func() error {
+			if l.node.paced.idleAppendsSent(id) == idles {
+				return errors.New("none yet")
+			}
+			return nil
+		})
+		t0 := time.Now()
+		idx := mustApply(t, l.node, state.UpdateBagOp(rel, "app", map[string]string{"at": t0.String()})).GetIndex()
+		eventually(t, 10*time.Second, "the non-voter to apply the write", func() error {
+			if got := nv.node.StateIndex(); got < idx {
+				return fmt.Errorf("applied %d, want %d", got, idx)
+			}
+			return nil
+		})
+		if took := time.Since(t0); took >= hold/2 {
+			t.Fatalf("a write took %s to reach the non-voter: it waited for a held idle append (hold %s)", took, hold)
+		}
+	}
 }

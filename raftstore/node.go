@@ -438,7 +438,7 @@ func Open(cfg Config) (*Node, error) {
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.silence = time.NewTimer(cfg.HeartbeatTimeout)
 	n.leaderCommitDue = time.NewTimer(cfg.Autopilot.Interval)
-	n.paced = newPacedTransport(n.trans, nonVoterHeartbeatEvery(cfg.HeartbeatTimeout), max(0, cfg.NonvoterAppendInterval), n.suffrage.nonVoter, n.leaderWord,
+	n.paced = newPacedTransport(n.trans, nonVoterHeartbeatEvery(cfg.HeartbeatTimeout), max(0, cfg.NonvoterAppendInterval), idleAppendHold*cfg.CommitTimeout, n.suffrage.nonVoter, n.leaderWord,
 		func(id raft.ServerID) { n.health.answered(id, n.cfg.Now(), n.cfg.Autopilot.UnhealthyAfter) }, n.ctx.Done())
 	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.stores.stable, snaps, n.paced)
 	if err != nil {
@@ -782,6 +782,9 @@ func (n *Node) WriteFailed() (WriteFailure, bool) {
 // logWrite records how an append to the raft log went.
 func (n *Node) logWrite(err error) {
 	if err == nil {
+		if n.paced != nil {
+			n.paced.wrote()
+		}
 		if w := n.writeFailure.Swap(nil); w != nil {
 			n.log.Info("the raft log can be written again", "failing_since", w.Since.UTC().Format(time.RFC3339))
 		}
