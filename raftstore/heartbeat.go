@@ -143,12 +143,25 @@ type appendPace struct {
 	idle  int       // of which idle ones (tests)
 	last  time.Time // when the latest that carried news returned to raft
 	burst time.Time // when the first after the latest quiet spell started
-	// told is what the latest append the member took said: the entry it
-	// follows and the leader's commit index.
-	told struct {
-		ok           bool
-		prev, commit uint64
-	}
+	// told is what the latest append the member took said.
+	told told
+}
+
+// told is what the latest append a member took said: the last entry it
+// then had (prev) and the leader's commit index.
+type told struct {
+	ok           bool
+	prev, commit uint64
+}
+
+// idle reports whether args tells a member that took the append t
+// describes nothing new: no entries, the same last entry, no later commit
+// index — and t had told it that everything it holds is committed, so
+// that no commit index it lacks can come without new entries (which the
+// leader writes first: see pacedTransport.wrote).
+func (t told) idle(args *raft.AppendEntriesRequest) bool {
+	return t.ok && t.commit >= t.prev && len(args.Entries) == 0 &&
+		args.PrevLogEntry == t.prev && args.LeaderCommitIndex <= t.commit
 }
 
 func newPacedTransport(t *raft.NetworkTransport, every, appendEvery, idleEvery time.Duration, nonVoter func(raft.ServerID) bool, heard func(), answered func(raft.ServerID), done <-chan struct{}) *pacedTransport {
@@ -212,11 +225,12 @@ func isHeartbeat(req *raft.AppendEntriesRequest) bool {
 // Raft also sends each follower an append every commit timeout or so when
 // nothing happens (1–2 s by default), telling it nothing new: at a hundred
 // members that is most of an idle leader's appends. The return of such an
-// idle append to a non-voter (no entries, the same previous entry and
-// commit index as the last append it took) is held idleEvery, or until
-// this member next writes its log: raft then sends the new entries at
-// once, as it would have. Heartbeats, which tell the non-voter the leader
-// is there, are not affected.
+// idle append to a non-voter (see told.idle: no entries, the same last
+// entry and commit index as the last append it took, which told it all it
+// holds is committed) is held idleEvery, or until this member next writes
+// its log: raft then sends the new entries at once, as it would have.
+// Heartbeats, which tell the non-voter the leader is there, are not
+// affected.
 func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	if isHeartbeat(args) {
 		if err := t.turn(id); err != nil {
@@ -237,8 +251,7 @@ func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 		t.appends[id] = pace
 	}
 	pace.sent++
-	idle := t.idleEvery > 0 && nonVoter && len(args.Entries) == 0 && pace.told.ok &&
-		args.PrevLogEntry == pace.told.prev && args.LeaderCommitIndex <= pace.told.commit
+	idle := t.idleEvery > 0 && nonVoter && pace.told.idle(args)
 	var news chan struct{}
 	if idle {
 		pace.idle++

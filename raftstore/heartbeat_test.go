@@ -311,3 +311,30 @@ func TestIdleAppendsToANonVoterAreHeldUntilTheLeaderWrites(t *testing.T) {
 		}
 	}
 }
+
+// TestWhatAnIdleAppendIs: an append that tells a member nothing new is
+// held (see pacedTransport.AppendEntries); one that carries entries, a
+// later commit index or another last entry is not, and neither is any
+// append while the member holds entries it was not told are committed
+// (their commit comes without a new entry, so nothing would end the hold).
+func TestWhatAnIdleAppendIs(t *testing.T) {
+	settled := told{ok: true, prev: 10, commit: 10}
+	cases := []struct {
+		what string
+		told told
+		args raft.AppendEntriesRequest
+		idle bool
+	}{
+		{"nothing new", settled, raft.AppendEntriesRequest{PrevLogEntry: 10, LeaderCommitIndex: 10}, true},
+		{"entries", settled, raft.AppendEntriesRequest{PrevLogEntry: 10, LeaderCommitIndex: 10, Entries: []*raft.Log{{Index: 11}}}, false},
+		{"a later commit index", settled, raft.AppendEntriesRequest{PrevLogEntry: 10, LeaderCommitIndex: 11}, false},
+		{"another last entry", settled, raft.AppendEntriesRequest{PrevLogEntry: 9, LeaderCommitIndex: 10}, false},
+		{"the last append failed", told{prev: 10, commit: 10}, raft.AppendEntriesRequest{PrevLogEntry: 10, LeaderCommitIndex: 10}, false},
+		{"entries not told committed", told{ok: true, prev: 10, commit: 9}, raft.AppendEntriesRequest{PrevLogEntry: 10, LeaderCommitIndex: 9}, false},
+	}
+	for _, c := range cases {
+		if got := c.told.idle(&c.args); got != c.idle {
+			t.Errorf("%s: idle = %v, want %v", c.what, got, c.idle)
+		}
+	}
+}
