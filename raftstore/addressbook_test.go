@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"maps"
+	"slices"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -33,7 +34,10 @@ func TestTheBookKeepsWhereAMemberSaidItIs(t *testing.T) {
 		// e is not in the configuration (yet) and answered.
 		{addr: "10.0.0.5:7400", info: &peerpb.InfoResponse{ServerId: "e"}},
 	}
-	got := rebuildBook(had, servers, "a", "10.0.7.1:7400", infos)
+	got, twice := rebuildBook(had, servers, "a", "10.0.7.1:7400", infos)
+	if twice != nil {
+		t.Errorf("twice = %v, want none", twice)
+	}
 	want := map[raft.ServerID]raft.ServerAddress{
 		"a": "10.0.7.1:7400", // self: where it advertises itself
 		"b": "10.0.9.2:7400", // kept, not its configured address
@@ -76,4 +80,33 @@ func TestTheBookTellsOfAddressesLeft(t *testing.T) {
 	expect("a rebuilt book moving c", gone{"c", "h2:7400"})
 	b.replace(map[raft.ServerID]raft.ServerAddress{"c": "h4:7400"})
 	expect("a rebuilt book without a", gone{"a", "h3:7400"})
+}
+
+// TestTheBookDoesNotSwingBetweenTwoProcessesOfOneMember: two processes
+// answer as the same member (a data dir copied and run twice). The book
+// keeps the address it had if it is one of theirs, else takes the first
+// in order, whatever order the answers came in, and reports both.
+func TestTheBookDoesNotSwingBetweenTwoProcessesOfOneMember(t *testing.T) {
+	servers := []raft.Server{{ID: "a", Address: "10.0.0.1:7400"}, {ID: "b", Address: "10.0.0.2:7400"}}
+	answer := func(addr string) peerInfo {
+		return peerInfo{addr: addr, info: &peerpb.InfoResponse{ServerId: "b", Address: addr}}
+	}
+	one, other := answer("10.0.0.2:7400"), answer("10.0.9.2:7400")
+	for _, had := range []raft.ServerAddress{"10.0.0.2:7400", "10.0.9.2:7400"} {
+		for _, infos := range [][]peerInfo{{one, other}, {other, one}} {
+			book, twice := rebuildBook(map[raft.ServerID]raft.ServerAddress{"b": had}, servers, "a", "10.0.0.1:7400", infos)
+			if book["b"] != had {
+				t.Errorf("had %s, answers %v: the book has b at %s", had, []string{infos[0].addr, infos[1].addr}, book["b"])
+			}
+			if want := []string{"10.0.0.2:7400", "10.0.9.2:7400"}; !slices.Equal(twice["b"], want) {
+				t.Errorf("twice = %v, want b at %v", twice, want)
+			}
+		}
+	}
+	for _, infos := range [][]peerInfo{{one, other}, {other, one}} {
+		book, _ := rebuildBook(map[raft.ServerID]raft.ServerAddress{"b": "10.0.5.5:7400"}, servers, "a", "10.0.0.1:7400", infos)
+		if book["b"] != "10.0.0.2:7400" {
+			t.Errorf("had neither: the book has b at %s, want the first in order", book["b"])
+		}
+	}
 }

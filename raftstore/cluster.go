@@ -87,16 +87,24 @@ func (n *Node) refreshBook(infos []peerInfo) {
 	if cfg, err := n.Configuration(); err == nil {
 		servers = cfg.Servers
 	}
-	n.book.replace(rebuildBook(n.book.entries(), servers, n.id, raft.ServerAddress(n.cfg.Advertise), infos))
+	book, twice := rebuildBook(n.book.entries(), servers, n.id, raft.ServerAddress(n.cfg.Advertise), infos)
+	for id, addrs := range twice {
+		n.logThrottledAt(slog.LevelWarn, "twice:"+string(id), "more than one process answers as the same member (a data dir copied and run twice?): raft reaches it at one of them only; stop all but one",
+			"peer", string(id), "addresses", addrs, "reached_at", string(book[id]))
+	}
+	n.book.replace(book)
 }
 
 // rebuildBook returns the address book for the members of the
 // configuration (servers): where the book had them (had; their configured
 // address if it had not), overridden by where members answered this round.
 // This member (self) is where it advertises itself now, whatever the
-// configuration still says.
-func rebuildBook(had map[raft.ServerID]raft.ServerAddress, servers []raft.Server, self raft.ServerID, selfAddr raft.ServerAddress, infos []peerInfo) map[raft.ServerID]raft.ServerAddress {
-	book := map[raft.ServerID]raft.ServerAddress{}
+// configuration still says. An id that answered from more than one
+// address (twice: the addresses, sorted) stays where the book had it if
+// that is one of them, else goes to the first: the book does not swing
+// between them from round to round.
+func rebuildBook(had map[raft.ServerID]raft.ServerAddress, servers []raft.Server, self raft.ServerID, selfAddr raft.ServerAddress, infos []peerInfo) (book map[raft.ServerID]raft.ServerAddress, twice map[raft.ServerID][]string) {
+	book = map[raft.ServerID]raft.ServerAddress{}
 	for _, s := range servers {
 		if a, ok := had[s.ID]; ok {
 			book[s.ID] = a
@@ -105,7 +113,7 @@ func rebuildBook(had map[raft.ServerID]raft.ServerAddress, servers []raft.Server
 		}
 	}
 	book[self] = selfAddr
-	taken := map[raft.ServerAddress]raft.ServerID{}
+	answered := map[raft.ServerID][]raft.ServerAddress{}
 	for _, p := range infos {
 		// Prefer the address the member advertises (a stable DNS name where
 		// there is one) over the one discovery reached it at (maybe an IP).
@@ -113,8 +121,29 @@ func rebuildBook(had map[raft.ServerID]raft.ServerAddress, servers []raft.Server
 		if addr == "" {
 			addr = raft.ServerAddress(p.addr)
 		}
-		book[id] = addr
-		taken[addr] = id
+		if !slices.Contains(answered[id], addr) {
+			answered[id] = append(answered[id], addr)
+		}
+	}
+	taken := map[raft.ServerAddress]raft.ServerID{}
+	for id, addrs := range answered {
+		for _, a := range addrs {
+			taken[a] = id
+		}
+		slices.Sort(addrs)
+		at := addrs[0]
+		if len(addrs) > 1 {
+			if twice == nil {
+				twice = map[raft.ServerID][]string{}
+			}
+			for _, a := range addrs {
+				twice[id] = append(twice[id], string(a))
+			}
+			if slices.Contains(addrs, had[id]) {
+				at = had[id]
+			}
+		}
+		book[id] = at
 	}
 	// An address that now answers as someone else is stale.
 	for id, addr := range book {
@@ -122,7 +151,7 @@ func rebuildBook(had map[raft.ServerID]raft.ServerAddress, servers []raft.Server
 			delete(book, id)
 		}
 	}
-	return book
+	return book, twice
 }
 
 // candidateAddrs returns discovered addresses plus the addresses in the
