@@ -373,37 +373,16 @@ func (t *pacedTransport) heartbeatsSent(id raft.ServerID) int {
 	return t.sent[id]
 }
 
-// appendsSent returns how many appends (not heartbeats) went to id (for
-// tests).
-func (t *pacedTransport) appendsSent(id raft.ServerID) int {
+// paceOf returns a copy of what is kept of the appends to id (for
+// tests): how many went, how many of them idle, when the latest that
+// carried news returned.
+func (t *pacedTransport) paceOf(id raft.ServerID) appendPace {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if p := t.appends[id]; p != nil {
-		return p.sent
+		return *p
 	}
-	return 0
-}
-
-// idleAppendsSent returns how many of the appends to id told it nothing
-// new (for tests).
-func (t *pacedTransport) idleAppendsSent(id raft.ServerID) int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if p := t.appends[id]; p != nil {
-		return p.idle
-	}
-	return 0
-}
-
-// lastAppendEnd returns when the latest append to id that carried news
-// returned (for tests).
-func (t *pacedTransport) lastAppendEnd(id raft.ServerID) time.Time {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if p := t.appends[id]; p != nil {
-		return p.last
-	}
-	return time.Time{}
+	return appendPace{}
 }
 
 // roleChanged tells followRole to look at this member's role again.

@@ -160,7 +160,7 @@ func TestAppendsToANonVoterComeInBatches(t *testing.T) {
 
 	// A lone write after a quiet spell.
 	eventually(t, 10*time.Second, "no append to the non-voter for an interval", func() error {
-		if since := time.Since(l.node.paced.lastAppendEnd(nv.node.ID())); since <= interval {
+		if since := time.Since(l.node.paced.paceOf(nv.node.ID()).last); since <= interval {
 			return fmt.Errorf("last append %s ago", since)
 		}
 		return nil
@@ -181,15 +181,15 @@ func TestAppendsToANonVoterComeInBatches(t *testing.T) {
 	for end := start.Add(3 * interval); time.Now().Before(end); {
 		if !counting && time.Since(start) >= interval {
 			counting = true
-			nvBefore, vBefore = l.node.paced.appendsSent(nv.node.ID()), l.node.paced.appendsSent(voter.node.ID())
+			nvBefore, vBefore = l.node.paced.paceOf(nv.node.ID()).sent, l.node.paced.paceOf(voter.node.ID()).sent
 		}
 		idx = mustApply(t, l.node, state.UpdateBagOp(rel, "app", map[string]string{"n": fmt.Sprint(writes)})).GetIndex()
 		if counting {
 			writes++
 		}
 	}
-	nvGot := l.node.paced.appendsSent(nv.node.ID()) - nvBefore
-	vGot := l.node.paced.appendsSent(voter.node.ID()) - vBefore
+	nvGot := l.node.paced.paceOf(nv.node.ID()).sent - nvBefore
+	vGot := l.node.paced.paceOf(voter.node.ID()).sent - vBefore
 	// One per interval, the one under way at either end, and full appends
 	// (not held: the non-voter catching up).
 	most := 2 + 2 + writes/maxAppendEntries + 1
@@ -274,9 +274,9 @@ func TestIdleAppendsToANonVoterAreHeldUntilTheLeaderWrites(t *testing.T) {
 	// Idle: raft's pace is one append per commit timeout to two.
 	const window = 10 * time.Second
 	id, vid := nv.node.ID(), voter.node.ID()
-	nvBefore, vBefore, idleBefore := l.node.paced.appendsSent(id), l.node.paced.appendsSent(vid), l.node.paced.idleAppendsSent(id)
+	nvBefore, vBefore, idleBefore := l.node.paced.paceOf(id).sent, l.node.paced.paceOf(vid).sent, l.node.paced.paceOf(id).idle
 	<-time.After(window)
-	nvGot, vGot, idleGot := l.node.paced.appendsSent(id)-nvBefore, l.node.paced.appendsSent(vid)-vBefore, l.node.paced.idleAppendsSent(id)-idleBefore
+	nvGot, vGot, idleGot := l.node.paced.paceOf(id).sent-nvBefore, l.node.paced.paceOf(vid).sent-vBefore, l.node.paced.paceOf(id).idle-idleBefore
 	t.Logf("idle for %s: %d appends to the voter, %d to the non-voter (%d of them idle)", window, vGot, nvGot, idleGot)
 	if most := int(window/(commit+hold)) + 2; nvGot > most {
 		t.Errorf("the non-voter got %d appends in %s idle, want at most %d (one per commit timeout and hold)", nvGot, window, most)
@@ -291,9 +291,9 @@ func TestIdleAppendsToANonVoterAreHeldUntilTheLeaderWrites(t *testing.T) {
 	// A write releases the held append.
 	for range 3 {
 		// Once an idle append has gone out, its return is held.
-		idles := l.node.paced.idleAppendsSent(id)
+		idles := l.node.paced.paceOf(id).idle
 		eventually(t, 10*time.Second, "the next idle append to the non-voter", func() error {
-			if l.node.paced.idleAppendsSent(id) == idles {
+			if l.node.paced.paceOf(id).idle == idles {
 				return errors.New("none yet")
 			}
 			return nil

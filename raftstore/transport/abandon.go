@@ -59,9 +59,7 @@ func (r raftLayer) Abandon(address raft.ServerAddress, since time.Time) int {
 				n++
 			}
 		}
-		if len(o.dials) == 0 && len(o.conns) == 0 {
-			delete(l.raftOut, address)
-		}
+		l.dropIfEmpty(address, o)
 	}
 	l.mu.Unlock()
 	// The TCP connection, not the TLS one over it: closing a TLS
@@ -97,9 +95,7 @@ func (l *Listener) finishDial(address raft.ServerAddress, d *pendingDial, raw ne
 	}
 	if o := l.raftOut[address]; o != nil {
 		delete(o.dials, d)
-		if len(o.dials) == 0 && len(o.conns) == 0 {
-			delete(l.raftOut, address)
-		}
+		l.dropIfEmpty(address, o)
 	}
 	switch {
 	case raw == nil:
@@ -130,6 +126,12 @@ func (l *Listener) forgetOutbound(address raft.ServerAddress, raw net.Conn) {
 		return
 	}
 	delete(o.conns, raw)
+	l.dropIfEmpty(address, o)
+}
+
+// dropIfEmpty forgets o, the record of address, once it holds neither
+// connections nor dials; l.mu is held.
+func (l *Listener) dropIfEmpty(address raft.ServerAddress, o *outbound) {
 	if len(o.dials) == 0 && len(o.conns) == 0 {
 		delete(l.raftOut, address)
 	}

@@ -22,19 +22,12 @@ import (
 // through the others see the write.
 func TestFollowerCutOffFromTheLeaderWritesThroughTheOther(t *testing.T) {
 	needFirewall(t)
-	c := newCluster(t)
-	c.startCluster(3)
-	v := c.waitOneCluster(startTimeout, "the cluster", wantVoters(3))
-	leader := c.leaderPod(v)
+	c, v, leader, rel := threeVotersAndAPeerRelation(t)
 	fs := c.followers(v)
 	cut, other := fs[0], fs[1]
-	rel, err := leader.ensureRelation(&adminpb.EnsureRelationRequest{Endpoint: "replicas", Interface: "web-peers", Peer: true})
-	if err != nil {
-		t.Fatal(err)
-	}
 	partition(t, cut.host, leader.host)
 
-	err = cut.setBag(15*time.Second, rel, "web", map[string]string{"via": "cut-off follower"})
+	err := cut.setBag(15*time.Second, rel, "web", map[string]string{"via": "cut-off follower"})
 	if err != nil && !strings.Contains(err.Error(), "committed at raft index") {
 		t.Fatalf("a write through the follower cut off from the leader: %v", err)
 	}
@@ -56,6 +49,21 @@ func TestFollowerCutOffFromTheLeaderWritesThroughTheOther(t *testing.T) {
 		}
 		return true, ""
 	})
+}
+
+// threeVotersAndAPeerRelation starts a group of three and makes the
+// application's peer relation through its leader.
+func threeVotersAndAPeerRelation(t *testing.T) (c *cluster, v clusterView, leader *pod, rel int64) {
+	t.Helper()
+	c = newCluster(t)
+	c.startCluster(3)
+	v = c.waitOneCluster(startTimeout, "the cluster", wantVoters(3))
+	leader = c.leaderPod(v)
+	rel, err := leader.ensureRelation(&adminpb.EnsureRelationRequest{Endpoint: "replicas", Interface: "web-peers", Peer: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, v, leader, rel
 }
 
 // partition drops every packet between the two hosts (loopback addresses)
@@ -108,17 +116,9 @@ func firewall(t *testing.T, rules [][]string) {
 // learns the new one.
 func TestAVoterBackAtANewAddressHearsTheLeaderWithoutWaitingOutItsOldOne(t *testing.T) {
 	needFirewall(t)
-	c := newCluster(t)
-	c.startCluster(3)
-	v := c.waitOneCluster(startTimeout, "the cluster", wantVoters(3))
-	leader := c.leaderPod(v)
+	c, v, leader, rel := threeVotersAndAPeerRelation(t)
 	f := c.followers(v)[0]
 	leaderID := v.selfOf(leader)
-
-	rel, err := leader.ensureRelation(&adminpb.EnsureRelationRequest{Endpoint: "replicas", Interface: "web-peers", Peer: true})
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	gone := time.Now()
 	blackhole(t, f.host)
