@@ -63,6 +63,11 @@ func (n *Node) clusterStep(ctx context.Context) {
 		return
 	}
 	addrs := n.candidateAddrs(ctx)
+	if n.registered.Load() && n.hasLeader() {
+		if cfg, err := n.Configuration(); err == nil {
+			addrs = probedThisRound(addrs, cfg.Servers, n.id, n.book.entries(), n.probeRound.Add(1))
+		}
+	}
 	infos := n.probe(ctx, addrs)
 	n.refreshBook(infos)
 	if !n.hasState() {
@@ -152,6 +157,52 @@ func rebuildBook(had map[raft.ServerID]raft.ServerAddress, servers []raft.Server
 		}
 	}
 	return book, twice
+}
+
+// nonVoterProbeSpread is how many rounds a settled non-voter takes to
+// probe every address once (probedThisRound).
+const nonVoterProbeSpread = 10
+
+// probedThisRound returns which of addrs a settled member probes in its
+// round'th round. A voter probes them all: it may lead next, and a leader
+// must know where every member is. A non-voter never leads or votes: it
+// needs the voters' addresses (where it forwards to the leader), probed
+// every round, and the others only for what it shows (status); it probes a
+// different tenth of those each round, so that each is probed every
+// nonVoterProbeSpread rounds (about a minute). Every member probing every
+// other one each round made an idle group of N members answer N² Info
+// calls every 5–6 s, which at 100 members cost each of them 1 % of a core.
+func probedThisRound(addrs []string, servers []raft.Server, self raft.ServerID, book map[raft.ServerID]raft.ServerAddress, round uint64) []string {
+	voter := map[string]bool{}
+	nonVoter := false
+	for _, s := range servers {
+		if s.Suffrage != raft.Voter {
+			if s.ID == self {
+				nonVoter = true
+			}
+			continue
+		}
+		voter[string(s.Address)] = true
+		if a, ok := book[s.ID]; ok { // it moved (its join or Info said so)
+			voter[string(a)] = true
+		}
+	}
+	if !nonVoter {
+		return addrs
+	}
+	var out []string
+	others := 0
+	for _, a := range addrs { // sorted (candidateAddrs)
+		if voter[a] {
+			out = append(out, a)
+			continue
+		}
+		if uint64(others)%nonVoterProbeSpread == round%nonVoterProbeSpread {
+			out = append(out, a)
+		}
+		others++
+	}
+	return out
 }
 
 // candidateAddrs returns discovered addresses plus the addresses in the

@@ -265,6 +265,8 @@ type Node struct {
 	left       map[raft.ServerID]time.Time
 	proposal   atomic.Pointer[[]*peerpb.Server]
 	registered atomic.Bool
+	// probeRound counts the settled cluster loop's rounds (probedThisRound).
+	probeRound atomic.Uint64
 	health     *healthTracker
 
 	throttleMu sync.Mutex
