@@ -208,9 +208,32 @@ func TestDebugLogQueueIsBounded(t *testing.T) {
 type debugLogStore struct {
 	adminStore
 	s *statetest.Store
+	// read counts the states read at each index (nil: not counted).
+	read *readCounter
 }
 
-func (d debugLogStore) State() *state.State      { return d.s.State() }
+// readCounter counts how many times the debug log read the state at each
+// index.
+type readCounter struct {
+	mu sync.Mutex
+	at map[uint64]int
+}
+
+func (r *readCounter) times(index uint64) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.at[index]
+}
+
+func (d debugLogStore) State() *state.State {
+	st := d.s.State()
+	if d.read != nil {
+		d.read.mu.Lock()
+		d.read.at[st.Index()]++
+		d.read.mu.Unlock()
+	}
+	return st
+}
 func (d debugLogStore) Changed() <-chan struct{} { return d.s.Changed() }
 func (d debugLogStore) Status() raftstore.Status { return raftstore.Status{LeaderID: "m0"} }
 func (d debugLogStore) ListMembers() ([]raftstore.MemberStatus, error) {
@@ -252,7 +275,8 @@ func TestDebugLogSlowReaderLosesEventsNotMemory(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	stream := &debugLogStream{ctx: ctx, stalled: make(chan struct{})}
-	a := &adminServer{n: debugLogStore{s: s}}
+	read := &readCounter{at: map[uint64]int{}}
+	a := &adminServer{n: debugLogStore{s: s, read: read}}
 	done := make(chan error, 1)
 	go func() { done <- a.DebugLog(&adminpb.DebugLogRequest{}, stream) }()
 	wait.Until(t, 10*time.Second, "the summary", func() error {
@@ -271,6 +295,16 @@ func TestDebugLogSlowReaderLosesEventsNotMemory(t *testing.T) {
 		}
 		s.Must(ops...)
 	}
+	// The events must all be made while the reader stalls: the debug log
+	// reads the state after each change and on a tick; a second read of
+	// the last state means the events of the first are queued.
+	last := s.State().Index()
+	wait.Until(t, 10*time.Second, "the debug log to read the last state twice", func() error {
+		if n := read.times(last); n < 2 {
+			return fmt.Errorf("read %d times", n)
+		}
+		return nil
+	})
 	close(stream.stalled)
 	var lost, kept int
 	wait.Until(t, 10*time.Second, "every event to be sent or counted lost", func() error {
