@@ -120,6 +120,17 @@ type Agent struct {
 	cursorRaw  []byte
 	cursor     Cursor
 	cursorRead bool
+	// addressAt is where ensureAddress last found every bag of the unit
+	// holding its address; only the hook loop touches it.
+	addressAt addressMark
+}
+
+// addressMark is what ensureAddress checked: the unit, the relations,
+// and the index of the latest change to the unit's bags.
+type addressMark struct {
+	unit      string
+	relations any
+	bags      uint64
 }
 
 // cursorOf returns the unit's cursor in st. The hook loop reads it after
@@ -604,13 +615,21 @@ func (a *Agent) ensurePeerRelations(ctx context.Context) {
 
 // ensureAddress keeps the unit's address keys in each of its bags: seeded
 // when the unit enters a relation, updated when its pod moves (the only
-// change a move makes).
+// change a move makes), put back if something else changed them. It
+// looks at the bags only when the relations or the unit's bags changed
+// since it last found them right: it runs after every entry the member
+// applies, and at a thousand relations the look cost a follower half its
+// CPU under a stream of writes to other bags.
 func (a *Agent) ensureAddress(ctx context.Context) {
 	if a.cfg.Address == "" {
 		return
 	}
 	st := a.node.State()
 	unit := a.unit()
+	mark := addressMark{unit: unit, relations: st.RelationsVersion(), bags: st.BagsChangedAt(unit)}
+	if mark == a.addressAt {
+		return
+	}
 	want := map[string]string{"private-address": a.cfg.Address, "ingress-address": a.cfg.Address, "egress-subnets": hostCIDR(a.cfg.Address)}
 	var ops []*storepb.Op
 	for _, r := range st.Relations() {
@@ -626,6 +645,7 @@ func (a *Agent) ensureAddress(ctx context.Context) {
 		}
 	}
 	if len(ops) == 0 {
+		a.addressAt = mark
 		return
 	}
 	if _, err := a.apply(ops...); err != nil && ctx.Err() == nil {

@@ -53,6 +53,16 @@ type txn struct {
 	divergent *iradix.Txn[*Divergence]
 	secrets   *iradix.Txn[*Secret] // secrets.go
 	actions   *iradix.Txn[*Action] // actions.go
+	// bagOwners are the owners whose bags this command wrote (State.bagsOf).
+	bagOwners map[string]struct{}
+}
+
+// bagWritten records that one of owner's bags is written or deleted.
+func (t *txn) bagWritten(owner string) {
+	if t.bagOwners == nil {
+		t.bagOwners = map[string]struct{}{}
+	}
+	t.bagOwners[owner] = struct{}{}
 }
 
 func newTxn(base *State, index uint64, now time.Time) *txn {
@@ -196,6 +206,13 @@ func (t *txn) commit() *State {
 	}
 	if t.bags != nil {
 		s.bags = t.bags.CommitOnly()
+	}
+	if len(t.bagOwners) > 0 {
+		of := s.bagsOf.Txn()
+		for owner := range t.bagOwners {
+			of.Insert([]byte(owner), t.index)
+		}
+		s.bagsOf = of.CommitOnly()
 	}
 	if t.units != nil {
 		s.units = t.units.CommitOnly()
@@ -435,6 +452,7 @@ func (t *txn) updateBag(o *storepb.UpdateBag) (*storepb.OpResult, *CommandError)
 		b.Revision = old.Revision + 1
 	}
 	t.bag().Insert(bagKey(r.ID, o.GetOwner()), b)
+	t.bagWritten(o.GetOwner())
 	return &storepb.OpResult{}, nil
 }
 
@@ -482,6 +500,7 @@ func (t *txn) setRemoteView(o *storepb.SetRemoteView) (*storepb.OpResult, *Comma
 	}
 	for _, owner := range departed {
 		t.bag().Delete(bagKey(r.ID, owner))
+		t.bagWritten(owner)
 	}
 	// Every unit in the view has a bag, empty or not; one whose data is
 	// the same keeps its revision, so that nobody is told of a change.
@@ -544,6 +563,7 @@ func (t *txn) putViewBag(relationID int64, owner string, old *Bag, data map[stri
 		b.Revision = old.Revision + 1
 	}
 	t.bag().Insert(bagKey(relationID, owner), b)
+	t.bagWritten(owner)
 }
 
 func (t *txn) checkBag(o *storepb.CheckBag) (*storepb.OpResult, *CommandError) {
@@ -679,6 +699,7 @@ func (t *txn) forgetUnitData(name string) {
 	for _, r, ok := it.Next(); ok; _, r, ok = it.Next() {
 		if _, ok := t.getBag(r.ID, name); ok {
 			t.bag().Delete(bagKey(r.ID, name))
+			t.bagWritten(name)
 		}
 	}
 	t.charmTxn().Delete([]byte(name))

@@ -276,11 +276,27 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			s.divergent = divergent.CommitOnly()
 			s.secrets = secrets.CommitOnly()
 			s.actions = actions.CommitOnly() // actions.go
+			s.bagsOf = bagsChangedAt(s.bags)
 			return s, nil
 		default:
 			return nil, fmt.Errorf("snapshot record %d is of a kind this bagkeeper does not know (written by a newer version?)", n)
 		}
 	}
+}
+
+// bagsChangedAt builds State.bagsOf for a restored state: each owner's
+// latest bag change that its bags still show.
+func bagsChangedAt(bags *iradix.Tree[*Bag]) *iradix.Tree[uint64] {
+	latest := map[string]uint64{}
+	walk(bags, func(_ []byte, b *Bag) bool {
+		latest[b.Owner] = max(latest[b.Owner], b.ModifiedIndex)
+		return true
+	})
+	of := iradix.New[uint64]().Txn()
+	for owner, i := range latest {
+		of.Insert([]byte(owner), i)
+	}
+	return of.CommitOnly()
 }
 
 func walk[T any](t *iradix.Tree[T], fn func(k []byte, v T) bool) {

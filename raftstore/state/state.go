@@ -31,6 +31,9 @@ type State struct {
 	secrets   *iradix.Tree[*Secret]     // key: secret id (secrets.go)
 	// actions (actions.go)
 	actions *iradix.Tree[*Action] // key: numKey(id)
+	// bagsOf is derived, not in snapshots: for each owner, the raft index
+	// of the latest change to one of its bags (BagsChangedAt).
+	bagsOf *iradix.Tree[uint64] // key: owner
 }
 
 // meta holds the scalar parts of the state. Replaced, never mutated.
@@ -233,6 +236,7 @@ func newState() *State {
 		extras:    iradix.New[*UnitExtra](),
 		secrets:   iradix.New[*Secret](),
 		actions:   iradix.New[*Action](), // actions.go
+		bagsOf:    iradix.New[uint64](),
 	}
 }
 
@@ -286,6 +290,23 @@ func (s *State) Bag(relationID int64, owner string) (*Bag, bool) {
 	var buf [64]byte
 	k := binary.BigEndian.AppendUint64(buf[:0], uint64(relationID))
 	return s.bags.Get(append(k, owner...))
+}
+
+// BagsChangedAt returns the raft index of the latest command that
+// changed, created or deleted one of owner's bags (in a state restored
+// from a snapshot: the latest change to one it still has), or 0. A unit
+// agent checks its own bags only when this or RelationsVersion moved.
+// Bags removed with their relation are not counted: that changes the
+// relations.
+func (s *State) BagsChangedAt(owner string) uint64 {
+	i, _ := s.bagsOf.Get([]byte(owner))
+	return i
+}
+
+// RelationsVersion is equal (==) for two states only if they have the
+// same relations: the relations' tree is not copied unless it changes.
+func (s *State) RelationsVersion() any {
+	return s.relations.Root()
 }
 
 // Bags returns every bag of a relation, ordered by owner.
