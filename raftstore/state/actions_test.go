@@ -149,14 +149,7 @@ func TestActionsSurviveSnapshotAndChangeTheHash(t *testing.T) {
 	if bytes.Equal(h0, h1) {
 		t.Fatal("actions do not change the state hash")
 	}
-	var buf bytes.Buffer
-	if err := state.WriteSnapshot(&buf, m.State()); err != nil {
-		t.Fatal(err)
-	}
-	got, err := state.ReadSnapshot(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := reloaded(t, m.State())
 	if a, b := state.Dump(m.State()), state.Dump(got); a != b || !strings.Contains(a, "action 1 app/0 x failed") {
 		t.Fatalf("snapshot round trip:\n%s\nvs\n%s", a, b)
 	}

@@ -1,7 +1,6 @@
 package state_test
 
 import (
-	"bytes"
 	"testing"
 
 	"github.com/bagkeeper/bagkeeper/raftstore/state"
@@ -47,14 +46,7 @@ func TestBagsChangedAtFollowsAnOwnersBags(t *testing.T) {
 		t.Fatalf("a new bag of app/0 at %d: %d", second, got)
 	}
 
-	var buf bytes.Buffer
-	if err := state.WriteSnapshot(&buf, s.State()); err != nil {
-		t.Fatal(err)
-	}
-	restored, err := state.ReadSnapshot(bytes.NewReader(buf.Bytes()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	restored := reloaded(t, s.State())
 	if got := restored.BagsChangedAt("app/0"); got != second {
 		t.Fatalf("restored: %d, want %d", got, second)
 	}

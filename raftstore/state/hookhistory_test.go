@@ -107,14 +107,7 @@ func TestHookDetailsSurviveSnapshotAndChangeTheHash(t *testing.T) {
 	if bytes.Equal(h0, h1) || bytes.Equal(h1, h2) || bytes.Equal(h2, h3) {
 		t.Fatal("a failure, a retry request or a history record does not change the state hash")
 	}
-	var buf bytes.Buffer
-	if err := state.WriteSnapshot(&buf, m.State()); err != nil {
-		t.Fatal(err)
-	}
-	got, err := state.ReadSnapshot(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := reloaded(t, m.State())
 	if a, b := state.Dump(m.State()), state.Dump(got); a != b || !strings.Contains(a, `tail="boom" exit=2 attempt=4`) || !strings.Contains(a, "retries=1") || !strings.Contains(a, "RemoteUnit:pg/0") {
 		t.Fatalf("snapshot round trip:\n%s\nvs\n%s", a, b)
 	}

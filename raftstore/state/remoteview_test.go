@@ -1,7 +1,6 @@
 package state_test
 
 import (
-	"bytes"
 	"errors"
 	"strconv"
 	"strings"
@@ -303,14 +302,7 @@ func TestSnapshotKeepsRemoteViewsAndEmptyBags(t *testing.T) {
 	offered := m.Must(state.OfferedRelationOp("api", "http", "web", "backend")).GetOps()[0].GetRelationId()
 	view(t, m, rel, 7, map[string]string{"db": "x"}, map[string]map[string]string{"pg/0": nil, "pg/1": {"a": "1"}})
 	m.Must(state.SetRemoteViewOp(offered, "web", "web-cluster", 3, nil, map[string]map[string]string{"web/2": {}}))
-	var buf bytes.Buffer
-	if err := state.WriteSnapshot(&buf, m.State()); err != nil {
-		t.Fatal(err)
-	}
-	got, err := state.ReadSnapshot(bytes.NewReader(buf.Bytes()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := reloaded(t, m.State())
 	if state.Dump(got) != state.Dump(m.State()) {
 		t.Fatalf("restored state differs:\n%s\nwant:\n%s", state.Dump(got), state.Dump(m.State()))
 	}
@@ -374,14 +366,7 @@ func TestRemoteViewCarriesTheRemoteModel(t *testing.T) {
 	if r, _ := m.State().Relation(rel); r.RemoteModel != "model-of-pg" {
 		t.Fatalf("remote model %q after a view without one", r.RemoteModel)
 	}
-	var buf bytes.Buffer
-	if err := state.WriteSnapshot(&buf, m.State()); err != nil {
-		t.Fatal(err)
-	}
-	got, err := state.ReadSnapshot(bytes.NewReader(buf.Bytes()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := reloaded(t, m.State())
 	if r, _ := got.Relation(rel); r.RemoteModel != "model-of-pg" {
 		t.Fatalf("remote model %q after a snapshot", r.RemoteModel)
 	}
