@@ -62,11 +62,13 @@ func (n *Node) clusterStep(ctx context.Context) {
 		// Stopping (and perhaps leaving): never ask to come back.
 		return
 	}
-	addrs := n.candidateAddrs(ctx)
-	if n.registered.Load() && n.hasLeader() {
-		if cfg, err := n.Configuration(); err == nil {
-			addrs = probedThisRound(addrs, cfg.Servers, n.id, n.book.entries(), n.probeRound.Add(1))
-		}
+	var servers []raft.Server
+	if cfg, err := n.Configuration(); err == nil {
+		servers = cfg.Servers
+	}
+	addrs := n.candidateAddrs(ctx, servers)
+	if servers != nil && n.registered.Load() && n.hasLeader() {
+		addrs = probedThisRound(addrs, servers, n.id, n.book.entries(), n.probeRound.Add(1))
 	}
 	infos := n.probe(ctx, addrs)
 	n.refreshBook(infos)
@@ -205,9 +207,9 @@ func probedThisRound(addrs []string, servers []raft.Server, self raft.ServerID, 
 	return out
 }
 
-// candidateAddrs returns discovered addresses plus the addresses in the
-// local configuration, without this member's own.
-func (n *Node) candidateAddrs(ctx context.Context) []string {
+// candidateAddrs returns discovered addresses plus the addresses of
+// servers (the local configuration's), without this member's own.
+func (n *Node) candidateAddrs(ctx context.Context, servers []raft.Server) []string {
 	set := map[string]bool{}
 	if n.cfg.Discover != nil {
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -220,10 +222,8 @@ func (n *Node) candidateAddrs(ctx context.Context) []string {
 			set[a] = true
 		}
 	}
-	if cfg, err := n.Configuration(); err == nil {
-		for _, s := range cfg.Servers {
-			set[string(s.Address)] = true
-		}
+	for _, s := range servers {
+		set[string(s.Address)] = true
 	}
 	delete(set, n.cfg.Advertise)
 	out := make([]string, 0, len(set))
