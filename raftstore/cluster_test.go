@@ -593,14 +593,26 @@ func TestRemoveMemberKeepsAQuorum(t *testing.T) {
 		for _, n := range c.running() {
 			if n != l {
 				c.crash(n.pod)
-				eventually(t, 10*time.Second, "leader sees "+n.pod+" dead", func() error {
-					for _, m := range l.node.MemberHealth() {
-						if m.ID == n.node.ID() && m.Healthy {
-							return errors.New("still healthy")
+				// The leader may change meanwhile (a slow run): ask whoever
+				// leads, and only an entry for n counts.
+				eventually(t, 10*time.Second, "the leader to see "+n.pod+" dead", func() error {
+					for _, r := range c.running() {
+						if !r.node.IsLeader() {
+							continue
 						}
+						for _, m := range r.node.MemberHealth() {
+							if m.ID == n.node.ID() {
+								if m.Healthy {
+									return errors.New("still healthy")
+								}
+								return nil
+							}
+						}
+						return fmt.Errorf("not in the view of the leader %s", r.pod)
 					}
-					return nil
+					return errors.New("no leader")
 				})
+				l = c.leader(10 * time.Second)
 				return n
 			}
 		}
@@ -733,6 +745,26 @@ func TestCaughtUpWaitsForTheStateMachineNotForRaft(t *testing.T) {
 	})
 }
 
+// A removal that reaches a member which no longer leads by the time it
+// checks the member's health (leadership moved after the call was routed
+// to it) is tried again on the next leader, not answered "not a member".
+func TestARemovalOnAMemberThatLostTheLeadIsTriedAgain(t *testing.T) {
+	c := newTestCluster(t, "app")
+	for _, p := range []string{"app-0", "app-1", "app-2"} {
+		c.start(p, withExpect(3))
+	}
+	l := c.leader(10 * time.Second)
+	f := c.follower(l)
+	other := l.node.ID()
+	err := f.node.removeOnLeader(applyCtx(t), other)
+	if err == nil || !retryable(err) || strings.Contains(err.Error(), "not a member") {
+		t.Fatalf("a removal checked on a member that does not lead: %v (want an error that sends it to the leader)", err)
+	}
+	if voters, _ := c.voters(l); !slices.Contains(voters, string(other)) {
+		t.Fatalf("%s was removed: voters %v", other, voters)
+	}
+}
+
 // A member restarted from its own snapshot, whose last entries before the
 // snapshot are not commands (a configuration, here), is caught up without
 // waiting for another command: raft does not hand entries a snapshot
@@ -747,10 +779,14 @@ func TestRestartedFromItsSnapshotIsCaughtUpWithoutNewCommands(t *testing.T) {
 	mustApply(t, l.node, state.EnsureRelationOp("peers", "p", true, "", ""))
 	// A configuration entry after the last command: the follower's
 	// address, re-added unchanged.
-	if err := l.node.raft.AddVoter(f.node.ID(), raft.ServerAddress(f.node.Advertise()), 0, 5*time.Second).Error(); err != nil {
+	added := l.node.raft.AddVoter(f.node.ID(), raft.ServerAddress(f.node.Advertise()), 0, 5*time.Second)
+	if err := added.Error(); err != nil {
 		t.Fatal(err)
 	}
-	cfgIndex := l.node.raft.LastIndex()
+	// The configuration's own index: the leader's log may have grown past
+	// it meanwhile (a barrier after the cluster's own writes, which the
+	// state machine never sees).
+	cfgIndex := added.Index()
 	eventually(t, 10*time.Second, "the follower to apply the configuration", func() error {
 		if f.node.StateIndex() < cfgIndex {
 			return fmt.Errorf("state machine at %d, configuration at %d", f.node.StateIndex(), cfgIndex)

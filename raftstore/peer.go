@@ -311,6 +311,11 @@ func (n *Node) checkRemovable(ctx context.Context, id raft.ServerID) error {
 		n.pollHealth(ctx, cfg, time.Second)
 	}
 	health := n.MemberHealth()
+	if health == nil {
+		// Leadership moved while health was polled: the call is tried
+		// again on the new leader, not answered "not a member".
+		return raft.ErrNotLeader
+	}
 	voters, healthy, found := 0, 0, false
 	for _, m := range health {
 		if m.ID == id {
