@@ -33,7 +33,7 @@ import (
 //   - the vote rule (the Raft thesis, §4.2.3): a voter refuses a vote only
 //     within a heartbeat timeout of hearing from its leader. For a
 //     follower whose raft still names a leader it has not heard from for
-//     longer, a pre-vote from a voter of the committed configuration is
+//     longer, a pre-vote from a voter of its latest configuration is
 //     answered here as raft would answer it without a leader (granted
 //     when the candidate's term is current and its log at least as new; a
 //     pre-vote changes nothing on either side, it only lets the candidate
@@ -99,7 +99,8 @@ func (j *voteJudge) judge(rpc raft.RPC, decodePeer func([]byte) raft.ServerAddre
 		resp := &raft.RequestPreVoteResponse{RPCHeader: j.header(), Term: max(req.Term, current)}
 		resp.Granted = req.LastLogTerm > lastTerm || (req.LastLogTerm == lastTerm && req.LastLogIndex >= lastIndex)
 		j.logf("answering a pre-vote: the leader has been silent for longer than the heartbeat timeout",
-			"candidate", string(candidate), "term", req.Term, "granted", resp.Granted, "leader_silent_for", silent.Round(time.Millisecond))
+			"candidate", string(candidate), "term", req.Term, "granted", resp.Granted, "leader_silent_for", silent.Round(time.Millisecond),
+			"candidate_last_index", req.LastLogIndex, "candidate_last_term", req.LastLogTerm, "last_index", lastIndex, "last_term", lastTerm)
 		if resp.Granted && j.granted != nil {
 			j.granted()
 		}
@@ -168,7 +169,22 @@ func (n *Node) voteJudge() *voteJudge {
 			}
 			return l.Index, l.Term, true
 		},
-		voter: n.suffrage.voter,
+		// Whether the candidate votes in the latest configuration this
+		// member holds, committed or not, as raft's own vote rules ask: a
+		// member of a new group may not have learned that the group's
+		// first configuration is committed when its first leader dies.
+		voter: func(id raft.ServerID) bool {
+			cfg, err := n.Configuration()
+			if err != nil {
+				return false
+			}
+			for _, s := range cfg.Servers {
+				if s.ID == id {
+					return s.Suffrage == raft.Voter
+				}
+			}
+			return false
+		},
 		header: func() raft.RPCHeader {
 			return raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(n.id), Addr: n.trans.EncodePeer(n.id, raft.ServerAddress(n.cfg.Advertise))}
 		},
@@ -232,30 +248,44 @@ func (n *Node) silenceWatched() bool {
 
 // standForElection has raft check its leader's silence now: it lowers
 // raft's heartbeat timeout to the silence so far (raft then looks at once,
-// finds the leader silent for that long, and stands), then puts it back.
+// finds the leader silent for that long, and stands), then puts it back if
+// raft did not stand.
+//
+// The election timeout is lowered to the group's too: a candidacy that
+// does not win (the other voters heard the leader a little later, and
+// refuse a pre-vote until it has been silent for a heartbeat timeout to
+// them too) is tried again after the election timeout raft drew when it
+// stood, which should be the group's, not a longer one raft may have been
+// running with. Once raft stands, followRole gives it its role's timeouts
+// (nothing is put back here: raft reads its election timeout a moment
+// after it stands, and must not find the old one).
 func (n *Node) standForElection(silent time.Duration) {
 	n.reloadMu.Lock()
 	defer n.reloadMu.Unlock()
-	rc := n.raft.ReloadableConfig()
-	was := rc.HeartbeatTimeout
-	rc.HeartbeatTimeout = min(was, silent) - time.Millisecond
+	was := n.raft.ReloadableConfig()
+	rc := was
+	rc.HeartbeatTimeout = min(was.HeartbeatTimeout, silent) - time.Millisecond
 	if rc.HeartbeatTimeout < n.cfg.LeaderLeaseTimeout {
 		return // raft refuses a heartbeat timeout shorter than the lease
 	}
+	rc.ElectionTimeout = max(rc.HeartbeatTimeout, min(was.ElectionTimeout, n.cfg.ElectionTimeout))
 	if err := n.raft.ReloadConfig(rc); err != nil {
 		n.log.Warn("could not have raft notice its silent leader", "err", err)
 		return
 	}
 	n.log.Info("standing for election: the leader has been silent for longer than the heartbeat timeout", "leader_silent_for", silent.Round(time.Millisecond))
 	// Raft reads its timeout when it looks, a moment after the change:
-	// put the old one back only once it has stood, heard from its leader,
-	// or had a tenth of the timeout to look.
-	last, until := n.raft.LastContact(), time.Now().Add(was/10)
+	// put the old one back only once it has heard from its leader, or had
+	// a tenth of the timeout to look.
+	last, until := n.raft.LastContact(), time.Now().Add(was.HeartbeatTimeout/10)
 	for n.raft.State() == raft.Follower && n.raft.LastContact().Equal(last) && time.Now().Before(until) {
 		time.Sleep(time.Millisecond)
 	}
-	rc.HeartbeatTimeout = was
-	if err := n.raft.ReloadConfig(rc); err != nil {
-		n.log.Warn("could not put raft's heartbeat timeout back", "heartbeat_timeout", was, "err", err)
+	if n.raft.State() != raft.Follower {
+		n.roleChanged()
+		return
+	}
+	if err := n.raft.ReloadConfig(was); err != nil {
+		n.log.Warn("could not put raft's heartbeat timeout back", "heartbeat_timeout", was.HeartbeatTimeout, "err", err)
 	}
 }

@@ -2,9 +2,12 @@ package raftstore
 
 import (
 	"fmt"
+	"io"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/bagkeeper/bagkeeper/raftstore/transport"
 	"github.com/hashicorp/raft"
 )
 
@@ -33,7 +36,7 @@ func TestAFollowerVotesOnceItsLeaderIsSilentForAHeartbeatTimeout(t *testing.T) {
 }
 
 // threeVoters starts a group of three voters and returns it, its leader
-// and its two followers.
+// and its two followers, once every member holds every entry.
 func threeVoters(t *testing.T) (c *testCluster, leader, a, b *testNode) {
 	t.Helper()
 	c = newTestCluster(t, "app")
@@ -44,6 +47,27 @@ func threeVoters(t *testing.T) (c *testCluster, leader, a, b *testNode) {
 	eventually(t, 10*time.Second, "three voters", func() error {
 		if v, _ := c.voters(leader); len(v) != 3 {
 			return fmt.Errorf("voters %v", v)
+		}
+		return nil
+	})
+	// Every member holds every entry, and the leader has no more to write
+	// (its log ends in the barrier that follows its own writes): a
+	// follower left behind by the last entries could never win an
+	// election in which only one of the followers stands (the other, with
+	// the newer log, refuses it, and its own raft timer is a minute long).
+	eventually(t, 10*time.Second, "every entry on every member", func() error {
+		last := leader.node.raft.LastIndex()
+		if ci := leader.node.raft.CommitIndex(); ci != last {
+			return fmt.Errorf("the leader has committed %d of %d", ci, last)
+		}
+		var e raft.Log
+		if err := leader.node.logs.GetLog(last, &e); err != nil || e.Type == raft.LogCommand {
+			return fmt.Errorf("the leader's last entry (%d) is a command, or unreadable (%v): a barrier follows", last, err)
+		}
+		for _, n := range c.running() {
+			if li := n.node.raft.LastIndex(); li != last {
+				return fmt.Errorf("%s holds %d of %d", n.pod, li, last)
+			}
 		}
 		return nil
 	})
@@ -194,5 +218,70 @@ func TestTheVoteRule(t *testing.T) {
 		if req.LeadershipTransfer != tc.marked {
 			t.Fatalf("leader last heard %s ago: vote marked %v, want %v", tc.lastHeard, req.LeadershipTransfer, tc.marked)
 		}
+	}
+}
+
+// TestACandidateRefusedTriesAgainAtTheGroupsPace: a voter whose raft runs
+// with a minute-long timer stands by the silence rule; its first pre-vote
+// fails (the other voter is gone too, and only a listener that answers
+// nothing is at its address). It must try again within the group's
+// election timeout, not after a minute. (Without standForElection's lower
+// election timeout, whether raft drew its candidacy's timer from the
+// minute depended on whether followRole reloaded the role's timeouts
+// before raft read them: most runs passed even so.)
+func TestACandidateRefusedTriesAgainAtTheGroupsPace(t *testing.T) {
+	c, l, stander, other := threeVoters(t)
+	slowTimer(t, stander)
+	addr := other.node.Advertise()
+	c.crash(other.pod)
+	// What stands in for the other voter counts the pre-votes that reach
+	// it, and drops each connection.
+	ln, err := transport.Listen(addr, "", transport.Config{App: c.app})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.SetLocalID(string(other.node.ID()))
+	t.Cleanup(func() { ln.Close() })
+	var preVotes atomic.Int32
+	go func() {
+		const rpcRequestPreVote = 4 // hashicorp/raft's wire tag (net_transport.go)
+		for {
+			conn, err := ln.RaftLayer().Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				b := make([]byte, 1)
+				if _, err := io.ReadFull(conn, b); err == nil && b[0] == rpcRequestPreVote {
+					preVotes.Add(1)
+				}
+			}()
+		}
+	}()
+	c.crash(l.pod)
+	eventually(t, 10*time.Second, stander.pod+" stands again and again", func() error {
+		if n := preVotes.Load(); n < 3 {
+			return fmt.Errorf("%d pre-votes reached the other voter's address", n)
+		}
+		return nil
+	})
+}
+
+// TestTheVoteRuleKnowsVotersOfAConfigurationNotYetCommittedHere: the vote
+// rule counts a candidate as a voter by the latest configuration the
+// member holds, as raft does, not only once the member has applied it
+// (a member of a new group may not have learned that the first
+// configuration committed when the first leader dies).
+func TestTheVoteRuleKnowsVotersOfAConfigurationNotYetCommittedHere(t *testing.T) {
+	_, l, f, _ := threeVoters(t)
+	// As if f had not applied any configuration yet.
+	f.node.suffrage.set(raft.Configuration{})
+	j := f.node.voteJudge()
+	if !j.voter(l.node.ID()) {
+		t.Fatalf("%s is a voter of %s's latest configuration, but the vote rule does not count it as one", l.pod, f.pod)
+	}
+	if j.voter("app-9/none") {
+		t.Fatal("the vote rule counts a stranger as a voter")
 	}
 }
