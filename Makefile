@@ -130,6 +130,7 @@ bench:
 	$(GO) test -run '^$$' -bench HookCalls -benchtime 20x ./agent
 	$(GO) test -run '^$$' -bench SecretGet -benchtime 500x ./agent
 	$(GO) test -run '^$$' -bench Entry -benchmem ./test/bench
+	$(GO) test -run '^$$' -bench BagMemory -benchtime 1x ./raftstore/state
 	@if docker info >/dev/null 2>&1; then $(MAKE) bench-pods; else echo "bench-pods SKIPPED: no Docker daemon"; fi
 
 ## bench-pods: the image's size, an idle sidecar's memory and CPU in a

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"iter"
 	"maps"
+	"slices"
+	"strings"
 
 	iradix "github.com/hashicorp/go-immutable-radix/v2"
 
@@ -17,15 +19,37 @@ import (
 // old one, so writing k keys to a bag of n keys costs O(k log n) and not a
 // copy of the bag: the state machine applies every write on every member,
 // and a bag may hold thousands of keys.
+//
+// Most bags are small: a unit's bag in a relation it has written nothing
+// to holds the three address keys its agent puts there. Up to smallSettings
+// keys are kept in a sorted slice, copied on change (at that size the copy
+// is cheaper than the tree's path, and a tenth of its memory: a radix tree
+// takes some 400 bytes a key); a larger map is a radix tree.
 type Settings struct {
-	t    *iradix.Tree[string]
-	size int // bytes of all keys and values
+	t     *iradix.Tree[string] // more than smallSettings keys
+	small []setting            // at most smallSettings keys, sorted; never changed once made
+	size  int                  // bytes of all keys and values
 }
+
+// setting is one key and value of a small Settings.
+type setting struct{ k, v string }
+
+// smallSettings is the most keys a Settings keeps in a slice.
+const smallSettings = 8
 
 // SettingsOf returns Settings holding a copy of m.
 func SettingsOf(m map[string]string) Settings {
 	if len(m) == 0 {
 		return Settings{}
+	}
+	if len(m) <= smallSettings {
+		out := Settings{small: make([]setting, 0, len(m))}
+		for k, v := range m {
+			out.small = append(out.small, setting{k, v})
+			out.size += len(k) + len(v)
+		}
+		slices.SortFunc(out.small, func(a, b setting) int { return strings.Compare(a.k, b.k) })
+		return out
 	}
 	txn := iradix.New[string]().Txn()
 	size := 0
@@ -39,7 +63,7 @@ func SettingsOf(m map[string]string) Settings {
 // Len returns the number of keys.
 func (s Settings) Len() int {
 	if s.t == nil {
-		return 0
+		return len(s.small)
 	}
 	return s.t.Len()
 }
@@ -50,9 +74,18 @@ func (s Settings) Size() int { return s.size }
 // Get returns the value of key k.
 func (s Settings) Get(k string) (string, bool) {
 	if s.t == nil {
-		return "", false
+		i, ok := s.find(k)
+		if !ok {
+			return "", false
+		}
+		return s.small[i].v, true
 	}
 	return s.t.Get([]byte(k))
+}
+
+// find returns where k is, or would be, in s.small.
+func (s Settings) find(k string) (int, bool) {
+	return slices.BinarySearchFunc(s.small, k, func(e setting, k string) int { return strings.Compare(e.k, k) })
 }
 
 // Value returns the value of key k, "" if it is not set.
@@ -65,6 +98,11 @@ func (s Settings) Value(k string) string {
 func (s Settings) All() iter.Seq2[string, string] {
 	return func(yield func(string, string) bool) {
 		if s.t == nil {
+			for _, e := range s.small {
+				if !yield(e.k, e.v) {
+					return
+				}
+			}
 			return
 		}
 		it := s.t.Root().Iterator()
@@ -105,9 +143,12 @@ func (s Settings) merge(set map[string]string, del []string) (Settings, bool, *C
 			return Settings{}, false, opErr(storepb.ErrorCode_INVALID, "empty key")
 		}
 	}
+	if s.t == nil && len(s.small)+len(set) <= smallSettings {
+		return s.mergeSmall(set, del)
+	}
 	t := s.t
 	if t == nil {
-		t = iradix.New[string]()
+		t = s.tree()
 	}
 	txn := t.Txn()
 	size, changed := s.size, false
@@ -133,8 +174,69 @@ func (s Settings) merge(set map[string]string, del []string) (Settings, bool, *C
 		return s, false, nil
 	}
 	next := Settings{t: txn.Commit(), size: size}
-	if next.t.Len() == 0 {
-		next = Settings{}
+	if next.t.Len() <= smallSettings {
+		next = next.asSmall()
 	}
 	return next, true, nil
+}
+
+// mergeSmall is merge for a small s that stays small: a new sorted slice.
+func (s Settings) mergeSmall(set map[string]string, del []string) (Settings, bool, *CommandError) {
+	changed := false
+	for k, v := range set {
+		if old, ok := s.Get(k); !ok || old != v {
+			changed = true
+			break
+		}
+	}
+	if !changed {
+		for _, k := range del {
+			if _, ok := s.find(k); ok {
+				changed = true
+				break
+			}
+		}
+	}
+	if !changed {
+		return s, false, nil
+	}
+	next := Settings{small: make([]setting, 0, len(s.small)+len(set))}
+	for _, e := range s.small {
+		if _, ok := set[e.k]; ok || slices.Contains(del, e.k) {
+			continue
+		}
+		next.small = append(next.small, e)
+		next.size += len(e.k) + len(e.v)
+	}
+	for k, v := range set {
+		next.small = append(next.small, setting{k, v})
+		next.size += len(k) + len(v)
+	}
+	if len(next.small) == 0 {
+		return Settings{}, true, nil
+	}
+	slices.SortFunc(next.small, func(a, b setting) int { return strings.Compare(a.k, b.k) })
+	next.small = slices.Clip(next.small)
+	return next, true, nil
+}
+
+// tree returns s's keys in a radix tree.
+func (s Settings) tree() *iradix.Tree[string] {
+	txn := iradix.New[string]().Txn()
+	for _, e := range s.small {
+		txn.Insert([]byte(e.k), e.v)
+	}
+	return txn.Commit()
+}
+
+// asSmall returns s, of at most smallSettings keys, kept in a slice.
+func (s Settings) asSmall() Settings {
+	if s.Len() == 0 {
+		return Settings{}
+	}
+	out := Settings{small: make([]setting, 0, s.Len()), size: s.size}
+	for k, v := range s.All() {
+		out.small = append(out.small, setting{k, v})
+	}
+	return out
 }

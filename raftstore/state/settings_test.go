@@ -14,15 +14,26 @@ import (
 // the same keys, values, length and size, that a merge reports a change
 // exactly when the map changed, and that every earlier version still holds
 // what it held (a merge never modifies the Settings it starts from).
+//
+// With 12 keys to draw from, the Settings go back and forth across the
+// size kept in a slice (smallSettings) and the tree above it; with 40 they
+// stay mostly in the tree.
 func TestSettingsMergeMatchesAMap(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
+	for _, keys := range []int{12, 40} {
+		t.Run(fmt.Sprintf("%d keys", keys), func(t *testing.T) { settingsMergeMatchesAMap(t, keys) })
+	}
+}
+
+func settingsMergeMatchesAMap(t *testing.T, keys int) {
+	rng := rand.New(rand.NewPCG(1, uint64(keys)))
+	crossings, wasSmall := 0, true
 	type version struct {
 		s    Settings
 		want map[string]string
 	}
 	var versions []version
 	cur, model := Settings{}, map[string]string{}
-	key := func() string { return fmt.Sprintf("k%02d", rng.IntN(40)) }
+	key := func() string { return fmt.Sprintf("k%02d", rng.IntN(keys)) }
 	for step := range 2000 {
 		set := map[string]string{}
 		for range rng.IntN(4) {
@@ -48,7 +59,17 @@ func TestSettingsMergeMatchesAMap(t *testing.T) {
 		}
 		checkSettings(t, fmt.Sprintf("step %d", step), next, model)
 		versions = append(versions, version{next, maps.Clone(model)})
+		if small := next.t == nil; small != wasSmall {
+			crossings++
+			wasSmall = small
+		}
+		if (next.t == nil) != (len(model) <= smallSettings) {
+			t.Fatalf("step %d: %d keys kept in a tree: %v", step, len(model), next.t != nil)
+		}
 		cur = next
+	}
+	if keys <= 2*smallSettings && crossings < 20 {
+		t.Fatalf("the Settings crossed between slice and tree %d times only", crossings)
 	}
 	for i, v := range versions {
 		checkSettings(t, fmt.Sprintf("version %d, later", i), v.s, v.want)
