@@ -120,6 +120,9 @@ type Agent struct {
 	cursorRaw  []byte
 	cursor     Cursor
 	cursorRead bool
+	// quiet remembers the relations the hook loop found quiet (see
+	// quietMemo); only the hook loop touches it.
+	quiet *quietMemo
 	// addressAt is where ensureAddress last found every bag of the unit
 	// holding its address; only the hook loop touches it.
 	addressAt addressMark
@@ -396,7 +399,10 @@ func (a *Agent) runUnit(ctx context.Context, unit string) error {
 			continue
 		}
 		// ---- end of actions ----
-		v := View{State: st, Unit: unit, Pod: a.cfg.Pod, ConfigHash: a.configHash(), Now: a.now(), UpdateStatusEvery: a.cfg.UpdateStatusEvery}
+		if a.quiet == nil {
+			a.quiet = newQuietMemo()
+		}
+		v := View{State: st, Unit: unit, Pod: a.cfg.Pod, ConfigHash: a.configHash(), Now: a.now(), UpdateStatusEvery: a.cfg.UpdateStatusEvery, quiet: a.quiet}
 		h, ok := Next(v, cur)
 		if failed != nil && bytes.Equal(failedAt, st.Cursor(unit)) {
 			h, ok = *failed, true

@@ -14,9 +14,11 @@ import (
 // to yield and no cursor change to make. Random worlds (units claimed,
 // released and removed, peer and remote bags written, remote units coming
 // and going, relations removed, leadership moving) and cursors drained to
-// random points check it for every relation at every step.
+// random points check it for every relation at every step. Each agent's
+// quietMemo, asked at every step too, must agree with relationQuiet, also
+// when a cursor goes back to an earlier one.
 func TestRelationQuietAgreesWithRelationEvents(t *testing.T) {
-	quiet, busy := 0, 0
+	quiet, busy, remembered := 0, 0, 0
 	for seed := range int64(60) {
 		rng := rand.New(rand.NewSource(seed))
 		w := newWorld(t)
@@ -28,6 +30,8 @@ func TestRelationQuietAgreesWithRelationEvents(t *testing.T) {
 		}
 		w.lead("app/0")
 		agents := []*unitAgent{{w: w, unit: "app/0", pod: "p", config: "c"}, {w: w, unit: "app/1", pod: "p", config: "c"}}
+		memos := []*quietMemo{newQuietMemo(), newQuietMemo()}
+		earlier := make([][]Cursor, len(agents))
 		nextUnit := int64(3)
 		for step := range 40 {
 			switch rng.Intn(6) {
@@ -65,7 +69,14 @@ func TestRelationQuietAgreesWithRelationEvents(t *testing.T) {
 					rels = rels[:len(rels)-1]
 				}
 			}
-			for _, a := range agents {
+			for i, a := range agents {
+				if rng.Intn(8) == 0 && len(earlier[i]) > 0 {
+					// The cursor goes back to an earlier one (a hook's
+					// commit lost, say): what the memo holds of the later
+					// one must not count.
+					a.cur = earlier[i][rng.Intn(len(earlier[i]))]
+				}
+				earlier[i] = append(earlier[i], a.cur)
 				// Told of some, or (half the time) all, of what is due.
 				n := rng.Intn(4)
 				if rng.Intn(2) == 0 {
@@ -80,9 +91,14 @@ func TestRelationQuietAgreesWithRelationEvents(t *testing.T) {
 				}
 				v := a.view()
 				leader := v.State.Lease().HeldBy(a.unit, v.Now)
-				for _, r := range v.State.Relations() {
+				rs := v.State.Relations()
+				for _, r := range rs {
 					before := a.cur.clone()
-					if !relationQuiet(a.cur.Relations[r.ID], v, r, leader) {
+					q := relationQuiet(a.cur.Relations[r.ID], v, r, leader)
+					if m := memos[i].relationQuiet(a.cur.Relations[r.ID], v, r, leader, len(rs)); m != q {
+						t.Fatalf("seed %d step %d, %s relation %d: relationQuiet says %v, the memo %v", seed, step, a.unit, r.ID, q, m)
+					}
+					if !q {
 						busy++
 						continue
 					}
@@ -99,9 +115,13 @@ func TestRelationQuietAgreesWithRelationEvents(t *testing.T) {
 				}
 			}
 		}
+		remembered += memos[0].hits + memos[1].hits
 	}
 	if quiet == 0 || busy == 0 {
 		t.Fatalf("%d quiet and %d busy relations seen: the worlds do not exercise both", quiet, busy)
 	}
-	t.Logf("%d quiet, %d not", quiet, busy)
+	if remembered < quiet/4 {
+		t.Fatalf("the memo gave %d of %d quiet verdicts", remembered, quiet)
+	}
+	t.Logf("%d quiet (%d of them remembered), %d not", quiet, remembered, busy)
 }

@@ -14,15 +14,21 @@ import (
 // 100 units, a peer relation and 999 relations to other applications whose
 // application bags hold 100 keys each. The unit has seen everything, so
 // nothing is due.
-func BenchmarkNextAtScale(b *testing.B) { benchmarkNextAtScale(b, false) }
+func BenchmarkNextAtScale(b *testing.B) { benchmarkNextAtScale(b, false, false) }
 
 // BenchmarkNextAtScaleWithLocalBags: the same world, with every local
 // unit's bag set in every relation (what charms do), so that a relation
 // to another application holds the local units' 100 bags besides the
 // remote unit's.
-func BenchmarkNextAtScaleWithLocalBags(b *testing.B) { benchmarkNextAtScale(b, true) }
+func BenchmarkNextAtScaleWithLocalBags(b *testing.B) { benchmarkNextAtScale(b, true, false) }
 
-func benchmarkNextAtScale(b *testing.B, localBags bool) {
+// BenchmarkNextAtScaleRemembered: the world with the local bags, between
+// two states that differ in one bag of one relation (a stream of writes
+// to another unit's bag), the agent's memo of quiet relations in use, as
+// in the hook loop.
+func BenchmarkNextAtScaleRemembered(b *testing.B) { benchmarkNextAtScale(b, true, true) }
+
+func benchmarkNextAtScale(b *testing.B, localBags, memo bool) {
 	s := statetest.New(b, "app")
 	s.SetNow(t0)
 	for i := range 100 {
@@ -57,9 +63,18 @@ func benchmarkNextAtScale(b *testing.B, localBags bool) {
 		}
 		cur = h.Next
 	}
+	states := []*state.State{v.State}
+	if memo {
+		v.quiet = newQuietMemo()
+		s.Must(state.UpdateBagOp(2, "app/7", map[string]string{"ingress": "10.0.0.2"}))
+		states = append(states, s.State())
+	}
 	b.ReportAllocs()
 	b.ResetTimer()
+	i := 0
 	for b.Loop() {
+		v.State = states[i%len(states)]
+		i++
 		if h, ok := Next(v, cur); ok {
 			b.Fatalf("%s due", h.FullName())
 		}

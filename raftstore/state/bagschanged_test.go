@@ -1,6 +1,10 @@
 package state_test
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/bagkeeper/bagkeeper/raftstore/state"
@@ -62,5 +66,83 @@ func TestBagsChangedAtFollowsAnOwnersBags(t *testing.T) {
 	}
 	if got := s.State().BagsChangedAt("app/0"); got != back {
 		t.Fatalf("app/0 back without its bags at %d: %d", back, got)
+	}
+}
+
+// TestRelationBagsVersionMovesWithTheRelationsBags applies random bag
+// writes and deletions, across relations and owners, relations made and
+// removed, and after each command checks, for every relation, that an
+// unchanged RelationBagsVersion means unchanged bags; and that the version
+// of a relation not written to does stay the same, most of the time (it is
+// of no use otherwise). UnitsVersion moves with the units only.
+func TestRelationBagsVersionMovesWithTheRelationsBags(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	s := statetest.New(t, "app")
+	s.Must(state.ClaimUnitOp("app-0/x", "app-0", 0, 0), state.ClaimUnitOp("app-1/x", "app-1", 1, 0))
+	var rels []int64
+	newRelation := func(i int) {
+		rels = append(rels, s.Must(state.EnsureRelationOp(fmt.Sprintf("db%d", i), "", false, fmt.Sprintf("remote%d", i), "db")).GetOps()[0].GetRelationId())
+	}
+	for i := range 6 {
+		newRelation(i)
+	}
+	owner := func(id int64) string {
+		r, _ := s.State().Relation(id)
+		return []string{"app", "app/0", "app/1", r.RemoteApp + "/0", r.RemoteApp + "/3"}[rng.IntN(5)]
+	}
+	describe := func(st *state.State, id int64) string {
+		var b strings.Builder
+		st.EachBag(id, func(bag *state.Bag) bool {
+			fmt.Fprintf(&b, "%s@%d:%v;", bag.Owner, bag.Revision, bag.Data)
+			return true
+		})
+		return b.String()
+	}
+	stayed, moved := 0, 0
+	for step := range 600 {
+		before := s.State()
+		units := before.UnitsVersion()
+		target := rels[rng.IntN(len(rels))]
+		switch rng.IntN(10) {
+		case 0:
+			s.Must(state.RemoveRelationOp(target))
+			rels = slices.DeleteFunc(rels, func(id int64) bool { return id == target })
+			newRelation(100 + step)
+		case 1, 2:
+			s.Must(state.UpdateBagOp(target, owner(target), nil, "k0", "k1", "k2"))
+		default:
+			s.Must(state.UpdateBagOp(target, owner(target), map[string]string{fmt.Sprintf("k%d", rng.IntN(3)): fmt.Sprint(rng.IntN(2))}))
+		}
+		after := s.State()
+		if after.UnitsVersion() != units {
+			t.Fatalf("step %d: a bag or relation write moved UnitsVersion", step)
+		}
+		for _, id := range rels {
+			if before.RelationBagsVersion(id) != after.RelationBagsVersion(id) {
+				continue
+			}
+			if b, a := describe(before, id), describe(after, id); b != a {
+				t.Fatalf("step %d: relation %d's bags went from %s to %s, its version stayed", step, id, b, a)
+			}
+			if id != target {
+				stayed++
+			}
+		}
+		for _, id := range rels {
+			if id != target && before.RelationBagsVersion(id) != after.RelationBagsVersion(id) {
+				moved++
+			}
+		}
+	}
+	if stayed < 4*moved {
+		t.Fatalf("the versions of relations not written to stayed %d times and moved %d times", stayed, moved)
+	}
+	if v := s.State().UnitsVersion(); v != s.State().UnitsVersion() {
+		t.Fatal("UnitsVersion differs for one state")
+	}
+	units := s.State().UnitsVersion()
+	s.Must(state.ClaimUnitOp("app-2/x", "app-2", 2, 0))
+	if s.State().UnitsVersion() == units {
+		t.Fatal("a new unit did not move UnitsVersion")
 	}
 }

@@ -309,6 +309,25 @@ func (s *State) RelationsVersion() any {
 	return s.relations.Root()
 }
 
+// RelationBagsVersion is equal (==) for two states only if they hold the
+// same bags of relation id (it may differ when they do too). It is the
+// identity of the part of the bags' tree that holds the relation's bags,
+// which is copied whenever one of them is created, changed or deleted (or,
+// where the relation has none, of the part a new one would go in). A unit
+// agent skips a relation it found quiet while this, the relation and its
+// cursor stay as they were.
+func (s *State) RelationBagsVersion(id int64) any {
+	var buf [8]byte
+	ch, _, _ := s.bags.Root().GetWatch(binary.BigEndian.AppendUint64(buf[:0], uint64(id)))
+	return ch
+}
+
+// UnitsVersion is equal (==) for two states only if they have the same
+// units: the units' tree is not copied unless it changes.
+func (s *State) UnitsVersion() any {
+	return s.units.Root()
+}
+
 // Bags returns every bag of a relation, ordered by owner.
 func (s *State) Bags(relationID int64) []*Bag {
 	var out []*Bag
