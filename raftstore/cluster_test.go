@@ -749,12 +749,7 @@ func TestCaughtUpWaitsForTheStateMachineNotForRaft(t *testing.T) {
 // checks the member's health (leadership moved after the call was routed
 // to it) is tried again on the next leader, not answered "not a member".
 func TestARemovalOnAMemberThatLostTheLeadIsTriedAgain(t *testing.T) {
-	c := newTestCluster(t, "app")
-	for _, p := range []string{"app-0", "app-1", "app-2"} {
-		c.start(p, withExpect(3))
-	}
-	l := c.leader(10 * time.Second)
-	f := c.follower(l)
+	c, l, f, _ := threeVoters(t)
 	other := l.node.ID()
 	err := f.node.removeOnLeader(applyCtx(t), other)
 	if err == nil || !retryable(err) || strings.Contains(err.Error(), "not a member") {

@@ -173,18 +173,7 @@ func (n *Node) voteJudge() *voteJudge {
 		// member holds, committed or not, as raft's own vote rules ask: a
 		// member of a new group may not have learned that the group's
 		// first configuration is committed when its first leader dies.
-		voter: func(id raft.ServerID) bool {
-			cfg, err := n.Configuration()
-			if err != nil {
-				return false
-			}
-			for _, s := range cfg.Servers {
-				if s.ID == id {
-					return s.Suffrage == raft.Voter
-				}
-			}
-			return false
-		},
+		voter: n.isVoter,
 		header: func() raft.RPCHeader {
 			return raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(n.id), Addr: n.trans.EncodePeer(n.id, raft.ServerAddress(n.cfg.Advertise))}
 		},

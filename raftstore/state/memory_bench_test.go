@@ -16,7 +16,6 @@ import (
 func BenchmarkBagMemory(b *testing.B) {
 	const units, relations = 10, 1000
 	for range b.N {
-		before := liveHeap()
 		s := statetest.New(b, "app")
 		for r := range relations {
 			s.Must(state.EnsureRelationOp(fmt.Sprintf("db%d", r), "db", false, fmt.Sprintf("remote%d", r), "db"))
@@ -29,7 +28,7 @@ func BenchmarkBagMemory(b *testing.B) {
 		for u := range units {
 			names = append(names, s.Claim(fmt.Sprintf("app-%d/m", u), fmt.Sprintf("app-%d", u), int64(u)))
 		}
-		before = liveHeap() // the bags alone
+		before := liveHeap() // the bags alone
 		for u, unit := range names {
 			for _, id := range ids {
 				s.Must(state.UpdateBagOp(id, unit, map[string]string{
