@@ -605,10 +605,24 @@ func (g *scaleGroup) load(ctx context.Context, nrel, keys int) (peerRel int64, r
 		return 0, nil, 0, 0, err
 	}
 	rels = make([]int64, nrel-1)
-	var next atomic.Int64
+	var next, made atomic.Int64
 	var firstErr error
 	var mu sync.Mutex
 	var wg sync.WaitGroup
+	made.Store(1) // the peer relation
+	stopMade := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(5 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopMade:
+				return
+			case <-tick.C:
+				g.env.Progressf("scale: %d of %d relations made", made.Load(), nrel)
+			}
+		}
+	}()
 	for range scaleLoaders {
 		wg.Go(func() {
 			for {
@@ -625,10 +639,12 @@ func (g *scaleGroup) load(ctx context.Context, nrel, keys int) (peerRel int64, r
 					return
 				}
 				rels[i] = id
+				made.Add(1)
 			}
 		})
 	}
 	wg.Wait()
+	close(stopMade)
 	if firstErr != nil {
 		return 0, nil, 0, 0, firstErr
 	}
