@@ -610,19 +610,7 @@ func (g *scaleGroup) load(ctx context.Context, nrel, keys int) (peerRel int64, r
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	made.Store(1) // the peer relation
-	stopMade := make(chan struct{})
-	go func() {
-		tick := time.NewTicker(5 * time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stopMade:
-				return
-			case <-tick.C:
-				g.env.Progressf("scale: %d of %d relations made", made.Load(), nrel)
-			}
-		}
-	}()
+	stopMade := everyFewSeconds(func() { g.env.Progressf("scale: %d of %d relations made", made.Load(), nrel) })
 	for range scaleLoaders {
 		wg.Go(func() {
 			for {
@@ -644,7 +632,7 @@ func (g *scaleGroup) load(ctx context.Context, nrel, keys int) (peerRel int64, r
 		})
 	}
 	wg.Wait()
-	close(stopMade)
+	stopMade()
 	if firstErr != nil {
 		return 0, nil, 0, 0, firstErr
 	}
@@ -661,19 +649,7 @@ func (g *scaleGroup) load(ctx context.Context, nrel, keys int) (peerRel int64, r
 	}
 	var done atomic.Int64
 	next.Store(0)
-	stop := make(chan struct{})
-	go func() {
-		tick := time.NewTicker(5 * time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-				g.env.Progressf("scale: %d of %d keys written", done.Load(), keys)
-			}
-		}
-	}()
+	stop := everyFewSeconds(func() { g.env.Progressf("scale: %d of %d keys written", done.Load(), keys) })
 	value := strings.Repeat("v", scaleValueSize)
 	stopAt := time.Now().Add(*scaleLoadLimit)
 	for range scaleLoaders {
@@ -705,7 +681,7 @@ func (g *scaleGroup) load(ctx context.Context, nrel, keys int) (peerRel int64, r
 		})
 	}
 	wg.Wait()
-	close(stop)
+	stop()
 	if firstErr != nil {
 		return 0, nil, 0, 0, firstErr
 	}
@@ -735,6 +711,25 @@ func cmpOr(a, b error) error {
 		return a
 	}
 	return b
+}
+
+// everyFewSeconds calls report every 5 s, from another goroutine, until
+// the returned stop is called: the progress of a long step.
+func everyFewSeconds(report func()) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(5 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				report()
+			}
+		}
+	}()
+	return func() { close(done) }
 }
 
 // ensureRelationOn runs EnsureRelation on m, retrying briefly.
