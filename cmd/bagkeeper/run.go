@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -102,7 +103,7 @@ func newRunFlags(e *env) *runFlags {
 	fs.DurationVar(&f.election, "raft-election-timeout", 500*time.Millisecond, "how long a candidate waits for votes before it tries again")
 	fs.DurationVar(&f.leaderLease, "raft-leader-lease-timeout", 400*time.Millisecond, "how long a leader keeps leading without hearing from a quorum (at most --raft-heartbeat-timeout, at least a quarter of it)")
 	fs.DurationVar(&f.commit, "raft-commit-timeout", time.Second, "longest pause between the leader's appends to a follower while nothing is written (heartbeats\ncome more often; a write reaches the followers at once whatever this is)")
-	fs.DurationVar(&f.nonvoterAppend, "raft-nonvoter-append-interval", raftstore.DefaultNonvoterAppendInterval, "least time between two appends the leader sends one non-voter: under a stream of writes\na non-voter gets them in batches, one append per interval, and costs the group less; a write\nafter a quiet spell goes out at once (negative: no batching; shorter than --raft-heartbeat-timeout)")
+	fs.DurationVar(&f.nonvoterAppend, "raft-nonvoter-append-interval", raftstore.DefaultNonvoterAppendInterval, "least time between two appends the leader sends one non-voter: under a stream of writes\na non-voter gets them in batches, one append per interval, and costs the group less; a write\nafter a quiet spell goes out at once (negative: no batching; shorter than --raft-heartbeat-timeout;\nwhen not given and a fifth of --raft-heartbeat-timeout is shorter, that)")
 	fs.Uint64Var(&f.snapshotThreshold, "raft-snapshot-threshold", 2048, "log `entries` between snapshots (a member also takes one when the log written since the last\noutgrows half the state, or 4 MiB)")
 	fs.Uint64Var(&f.trailingLogs, "raft-trailing-logs", 2048, "log `entries` kept after a snapshot (a member further behind gets the snapshot)")
 	fs.DurationVar(&f.snapshotInterval, "raft-snapshot-interval", 2*time.Second, "how often to check whether a snapshot is due (raft waits between this and twice this);\nthe log, hence the raft store on disk and in memory, grows by what is written in between")
@@ -135,6 +136,19 @@ func newRunFlags(e *env) *runFlags {
 	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "json", "log `format`: json or text")
 	return f
+}
+
+// fitNonvoterAppend shortens the default non-voter append interval to a
+// fifth of a heartbeat timeout too short for it, so that a shorter
+// --raft-heartbeat-timeout alone is accepted; an interval given (on the
+// command line, in the environment or the config file) is left as it is,
+// and checked.
+func (f *runFlags) fitNonvoterAppend() {
+	given := false
+	f.fs.Visit(func(fl *flag.Flag) { given = given || fl.Name == "raft-nonvoter-append-interval" })
+	if !given && f.nonvoterAppend > 0 && f.heartbeat > 0 && f.nonvoterAppend > f.heartbeat/5 {
+		f.nonvoterAppend = f.heartbeat / 5
+	}
 }
 
 // absPaths makes every path flag absolute: hooks run in the charm's
@@ -320,6 +334,7 @@ func cmdRun(e *env, args []string) error {
 	if err := checkEnvNames(e, f.fs.FlagSet); err != nil {
 		return err
 	}
+	f.fitNonvoterAppend()
 	logger, err := newLogger(e, f.logLevel, f.logFormat)
 	if err != nil {
 		return err

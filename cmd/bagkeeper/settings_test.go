@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/bagkeeper/bagkeeper/raftstore"
 )
 
 func testEnv(vars map[string]string) (*env, *bytes.Buffer, *bytes.Buffer) {
@@ -86,6 +88,7 @@ func TestBadSettingsAreUsageErrorsNamingTheSource(t *testing.T) {
 		{name: "lease shorter than the heartbeat gap", args: []string{"--app", "x", "--bind", "127.0.0.1:1", "--insecure", "--raft-heartbeat-timeout", "2s", "--raft-election-timeout", "2s"}, want: "--raft-leader-lease-timeout (400ms) must be at least a quarter of --raft-heartbeat-timeout (2s)"},
 		{name: "lease longer than the heartbeat timeout", args: []string{"--app", "x", "--bind", "127.0.0.1:1", "--insecure", "--raft-leader-lease-timeout", "1s"}, want: "--raft-leader-lease-timeout (1s) must not be longer than --raft-heartbeat-timeout (500ms)"},
 		{name: "non-voter append interval not shorter than the heartbeat timeout", args: []string{"--app", "x", "--bind", "127.0.0.1:1", "--insecure", "--raft-nonvoter-append-interval", "500ms"}, want: "--raft-nonvoter-append-interval (500ms) must be shorter than --raft-heartbeat-timeout (500ms)"},
+		{name: "non-voter append interval given, heartbeat timeout shortened", args: []string{"--app", "x", "--bind", "127.0.0.1:1", "--insecure", "--raft-heartbeat-timeout", "100ms", "--raft-election-timeout", "100ms", "--raft-leader-lease-timeout", "100ms", "--raft-nonvoter-append-interval", "100ms"}, want: "--raft-nonvoter-append-interval (100ms) must be shorter than --raft-heartbeat-timeout (100ms)"},
 		{name: "election timeout shorter than the heartbeat timeout", args: []string{"--app", "x", "--bind", "127.0.0.1:1", "--insecure", "--raft-election-timeout", "200ms"}, want: "--raft-election-timeout (200ms) must be at least --raft-heartbeat-timeout (500ms)"},
 		{name: "secrets key without a charm", args: []string{"--app", "x", "--bind", "127.0.0.1:1", "--secrets-key-file", "k"}, want: "--secrets-key-file needs --charm-dir"},
 	}
@@ -105,6 +108,39 @@ func TestBadSettingsAreUsageErrorsNamingTheSource(t *testing.T) {
 			}
 			if !strings.Contains(errb.String(), c.want) {
 				t.Fatalf("stderr %q does not contain %q", errb.String(), c.want)
+			}
+		})
+	}
+}
+
+// The default non-voter append interval (100 ms) follows a heartbeat
+// timeout too short for it, from any source; one given is kept (and
+// checked: see the bad settings above).
+func TestTheDefaultNonvoterAppendIntervalFitsAShortHeartbeatTimeout(t *testing.T) {
+	cases := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want time.Duration
+	}{
+		{name: "defaults", want: raftstore.DefaultNonvoterAppendInterval},
+		{name: "a long heartbeat timeout", args: []string{"--raft-heartbeat-timeout", "2s"}, want: raftstore.DefaultNonvoterAppendInterval},
+		{name: "a short heartbeat timeout", args: []string{"--raft-heartbeat-timeout", "200ms"}, want: 40 * time.Millisecond},
+		{name: "a short heartbeat timeout from the environment", env: map[string]string{"BAGKEEPER_RAFT_HEARTBEAT_TIMEOUT": "150ms"}, want: 30 * time.Millisecond},
+		{name: "an interval given", args: []string{"--raft-heartbeat-timeout", "200ms", "--raft-nonvoter-append-interval", "150ms"}, want: 150 * time.Millisecond},
+		{name: "an interval given in the environment", env: map[string]string{"BAGKEEPER_RAFT_NONVOTER_APPEND_INTERVAL": "150ms"}, args: []string{"--raft-heartbeat-timeout", "200ms"}, want: 150 * time.Millisecond},
+		{name: "no batching", args: []string{"--raft-heartbeat-timeout", "200ms", "--raft-nonvoter-append-interval", "-1ms"}, want: -time.Millisecond},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e, _, _ := testEnv(c.env)
+			f := newRunFlags(e)
+			if _, err := parse(e, f.fs, append([]string{"--app", "x"}, c.args...)); err != nil {
+				t.Fatal(err)
+			}
+			f.fitNonvoterAppend()
+			if f.nonvoterAppend != c.want {
+				t.Fatalf("non-voter append interval %s, want %s", f.nonvoterAppend, c.want)
 			}
 		})
 	}

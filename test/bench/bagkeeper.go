@@ -67,6 +67,7 @@ var bkDefaultFlags = []struct{ flag, label, fallback string }{
 	{"raft-election-timeout", "election timeout", "500ms"},
 	{"raft-leader-lease-timeout", "leader lease", "400ms"},
 	{"raft-commit-timeout", "commit timeout", "20ms"},
+	{"raft-nonvoter-append-interval", "non-voter append interval", "100ms"},
 	{"raft-snapshot-threshold", "snapshot threshold", "8192"},
 	{"raft-trailing-logs", "trailing logs", "10240"},
 	{"raft-snapshot-interval", "snapshot check every", "2m0s"},
