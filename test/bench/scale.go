@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -53,6 +54,7 @@ var (
 	scaleLoadLimit   = flag.Duration("scale-load-limit", 15*time.Minute, "scale: longest time spent writing keys; the keys written by then are what the later rows measure")
 	scaleBudget      = flag.Duration("scale-budget", 0, "scale: if > 0, the longest the whole measurement may take; the steps it leaves out are named in a row")
 	scaleSettleLimit = flag.Duration("scale-settle-limit", 15*time.Minute, "scale: longest wait for the hooks to settle after formation and after the load (the measurements then go on)")
+	scaleProfile     = flag.String("scale-profile", "", "scale: directory for CPU profiles of the leader, a voting follower and a non-voter taken over the measured put load (the sidecars need --pprof in -bagkeeper-args); empty takes none")
 )
 
 const (
@@ -600,7 +602,7 @@ func (g *scaleGroup) load(ctx context.Context, nrel, keys int) (peerRel int64, r
 	}
 	t0 := time.Now()
 	g.env.Progressf("scale: creating %d relations", nrel)
-	peer, err := ensureRelationOn(ctx, leader, &adminpb.EnsureRelationRequest{Endpoint: scalePeerEndpoint, Interface: "bench-peers", Peer: true})
+	peer, err := ensureRelationOn(ctx, leader, g.t.members, &adminpb.EnsureRelationRequest{Endpoint: scalePeerEndpoint, Interface: "bench-peers", Peer: true})
 	if err != nil {
 		return 0, nil, 0, 0, err
 	}
@@ -618,7 +620,7 @@ func (g *scaleGroup) load(ctx context.Context, nrel, keys int) (peerRel int64, r
 				if i >= len(rels) || ctx.Err() != nil {
 					return
 				}
-				id, err := ensureRelationOn(ctx, leader, &adminpb.EnsureRelationRequest{Endpoint: scaleRemoteEndpoint, Interface: "bench-db",
+				id, err := ensureRelationOn(ctx, leader, g.t.members, &adminpb.EnsureRelationRequest{Endpoint: scaleRemoteEndpoint, Interface: "bench-db",
 					RemoteApp: fmt.Sprintf("ext%d", i), RemoteEndpoint: scaleRemoteEndpoint})
 				if err != nil {
 					mu.Lock()
@@ -732,17 +734,25 @@ func everyFewSeconds(report func()) (stop func()) {
 	return func() { close(done) }
 }
 
-// ensureRelationOn runs EnsureRelation on m, retrying briefly.
-func ensureRelationOn(ctx context.Context, m *bkMember, req *adminpb.EnsureRelationRequest) (int64, error) {
+// ensureRelationOn runs EnsureRelation on first, and on failure tries
+// again on the next member of all after it, and so on (any member
+// forwards it to the leader, and it is idempotent): a member that dies or
+// stops answering under load does not stop the step.
+func ensureRelationOn(ctx context.Context, first *bkMember, all []*bkMember, req *adminpb.EnsureRelationRequest) (int64, error) {
+	at := max(0, slices.Index(all, first))
 	var lastErr error
-	for range 20 {
+	for try := range 20 {
+		m := first
+		if try > 0 && len(all) > 0 {
+			m = all[(at+try)%len(all)]
+		}
 		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		resp, err := m.admin.EnsureRelation(actx, req)
 		cancel()
 		if err == nil {
 			return resp.GetRelationId(), nil
 		}
-		lastErr = err
+		lastErr = fmt.Errorf("on %s: %w", m.pod, err)
 		if err := sleepCtx(ctx, 200*time.Millisecond); err != nil {
 			return 0, err
 		}
@@ -855,6 +865,7 @@ func (g *scaleGroup) putLatency(ctx context.Context, rel int64, name string, n, 
 	for j, m := range g.t.members {
 		before[j] = readProc(m.proc.Pid())
 	}
+	profiled := g.profilePuts(ctx, *scalePutDuration)
 	t0 := time.Now()
 	for end := t0.Add(*scalePutDuration); time.Now().Before(end); i++ {
 		d, err := put(i)
@@ -874,6 +885,9 @@ func (g *scaleGroup) putLatency(ctx context.Context, rel int64, name string, n, 
 			others = append(others, int64(d))
 		}
 	}
+	if err := profiled(); err != nil {
+		return Row{}, fmt.Errorf("%s: %w", what, err)
+	}
 	s := summarize(lat)
 	cpu := spreadOf(others)
 	perCommit := func(d int64) string { return fmtDuration(time.Duration(d) / time.Duration(max(1, len(lat)))) }
@@ -888,6 +902,80 @@ func (g *scaleGroup) putLatency(ctx context.Context, rel int64, name string, n, 
 	g.env.Progressf("%s: p50 %s, p99 %s", what, fmtDuration(s.P50), fmtDuration(s.P99))
 	return Row{What: what, Target: name, P50: fmtDuration(s.P50), P99: fmtDuration(s.P99),
 		Value: fmtRate(float64(s.N)/wall.Seconds(), "commits"), Note: note}, nil
+}
+
+// profilePuts starts, when -scale-profile names a directory, CPU profiles
+// of window on the leader, the first voting follower and the first
+// non-voter, and returns a wait for them that writes
+// put-<role>-<pod>.pprof there (go tool pprof reads them with the
+// bagkeeper binary).
+func (g *scaleGroup) profilePuts(ctx context.Context, window time.Duration) (wait func() error) {
+	if *scaleProfile == "" {
+		return func() error { return nil }
+	}
+	leader, voters, nonvoters, err := g.roles(ctx)
+	if err != nil {
+		return func() error { return err }
+	}
+	type target struct {
+		role string
+		m    *bkMember
+	}
+	targets := []target{{"leader", leader}}
+	if len(voters) > 0 {
+		targets = append(targets, target{"voter", voters[0]})
+	}
+	if len(nonvoters) > 0 {
+		targets = append(targets, target{"nonvoter", nonvoters[0]})
+	}
+	if err := os.MkdirAll(*scaleProfile, 0o755); err != nil {
+		return func() error { return err }
+	}
+	client := &http.Client{Timeout: window + 30*time.Second}
+	errs := make(chan error, len(targets))
+	for _, tg := range targets {
+		go func() {
+			url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", tg.m.httpAddr, max(1, int(window.Round(time.Second)/time.Second)))
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			if err != nil {
+				errs <- err
+				return
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				errs <- fmt.Errorf("profile of %s: %w", tg.m.pod, err)
+				return
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				errs <- fmt.Errorf("profile of %s: %s (is --pprof in -bagkeeper-args?)", tg.m.pod, resp.Status)
+				return
+			}
+			path := filepath.Join(*scaleProfile, fmt.Sprintf("put-%s-%s.pprof", tg.role, tg.m.pod))
+			f, err := os.Create(path)
+			if err != nil {
+				errs <- err
+				return
+			}
+			_, err = io.Copy(f, resp.Body)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err == nil {
+				g.env.Progressf("scale: CPU profile of the %s (%s) over the put load: %s", tg.role, tg.m.pod, path)
+			}
+			errs <- err
+		}()
+	}
+	return func() error {
+		var first error
+		for range targets {
+			if err := <-errs; err != nil && first == nil {
+				first = err
+			}
+		}
+		return first
+	}
 }
 
 // latencyBaseline is the p50 of the latency experiment's point for target,
