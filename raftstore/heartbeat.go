@@ -130,6 +130,10 @@ type pacedTransport struct {
 	// rpcs is what raft consumes: the requests received, passed on by
 	// relayVotes (see votes.go).
 	rpcs chan raft.RPC
+	// afterAppend, if set, sees the answer to every append (tests).
+	afterAppend func(raft.ServerID, *raft.AppendEntriesResponse)
+	// installs marks the snapshot raft is installing (see installMark).
+	installs installMark
 	// heard is told of each heartbeat and append received.
 	heard func()
 	// answered is told of each member that answered a heartbeat or an
@@ -269,6 +273,9 @@ func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
 	if err == nil {
 		t.answered(id)
+		if t.afterAppend != nil {
+			t.afterAppend(id, resp)
+		}
 	}
 	t.mu.Lock()
 	if err == nil && resp.Success {

@@ -3,6 +3,8 @@ package raftstore
 import (
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 
@@ -34,6 +36,23 @@ type checkedLogStore struct {
 	onWrite   func(err error)
 	// onStored, if set, is told the entries of every append that succeeded.
 	onStored func(logs []*raft.Log)
+
+	// installing, if set, tells the snapshot raft is installing (see
+	// installMark and IsMonotonic); onStale is told when this member's
+	// log disagrees with it, and raft's view of the log can no longer be
+	// put right without a restart.
+	installing func() (index, term uint64, ok bool)
+	onStale    func(snapshot, last uint64)
+
+	mu sync.Mutex
+	// keep, if not 0, is the last entry of a snapshot installed while the
+	// log ran past it: a compaction must not remove it (raft checks the
+	// leader's next append against it) until raft appended after it.
+	keep uint64
+	// stale is set once raft's view of the log is wrong (IsMonotonic): no
+	// entry is stored after that, so the store is never left with a gap
+	// after the snapshot, and a restart starts clean from the snapshot.
+	stale atomic.Bool
 }
 
 func (s *checkedLogStore) GetLog(index uint64, l *raft.Log) error {
@@ -53,6 +72,9 @@ func (s *checkedLogStore) StoreLog(l *raft.Log) error {
 }
 
 func (s *checkedLogStore) StoreLogs(logs []*raft.Log) error {
+	if s.stale.Load() {
+		return errStaleLog
+	}
 	for _, l := range logs {
 		if l.Type != raft.LogCommand {
 			continue
@@ -62,6 +84,11 @@ func (s *checkedLogStore) StoreLogs(logs []*raft.Log) error {
 		}
 	}
 	err := s.LogStore.StoreLogs(logs)
+	if err == nil && len(logs) > 0 {
+		s.mu.Lock()
+		s.keep = 0
+		s.mu.Unlock()
+	}
 	if s.onWrite != nil {
 		s.onWrite(err)
 	}
@@ -71,5 +98,67 @@ func (s *checkedLogStore) StoreLogs(logs []*raft.Log) error {
 	return err
 }
 
-// IsMonotonic implements raft.MonotonicLogStore.
-func (s *checkedLogStore) IsMonotonic() bool { return s.monotonic }
+// errStaleLog is what an append gets once raft's view of the log is wrong.
+var errStaleLog = errors.New("this member's raft log disagrees with the snapshot it was sent; it must restart to start from the snapshot")
+
+// IsMonotonic implements raft.MonotonicLogStore. Raft asks it right after
+// installing a snapshot a leader sent (and after an operator's restore),
+// to choose between removing the whole log (true: what a store that keeps
+// only consecutive entries needs) and removing the entries up to the
+// snapshot (false). Both go wrong when the log runs past the snapshot,
+// as raft then still believes the log ends where it did (see
+// installMark). Here, with the snapshot's last entry at S:
+//   - the log ends before S: as the store needs; raft's view (a log
+//     ending before the snapshot) is not wrong, and raft goes on from S.
+//   - the log holds S, of the snapshot's term: every entry up to S is
+//     the snapshot's (raft's log matching), so the entries after S stay
+//     and raft's view is right: false, and a compaction keeps S itself,
+//     which raft checks the leader's next append against. The leader's
+//     entries then replace any after S that differ, as in any append.
+//   - the log runs past S but lacks S or holds another term's entry
+//     there: those entries are not the group's and must all go, which
+//     raft cannot forget while it runs. The whole log is removed (true),
+//     nothing more is stored, and onStale stops the member: restarted,
+//     it starts from the snapshot with an empty log.
+func (s *checkedLogStore) IsMonotonic() bool {
+	if s.installing == nil {
+		return s.monotonic
+	}
+	snap, term, ok := s.installing()
+	if !ok {
+		return s.monotonic
+	}
+	last, err := s.LogStore.LastIndex()
+	if err != nil || last < snap {
+		return s.monotonic
+	}
+	var l raft.Log
+	if err := s.LogStore.GetLog(snap, &l); err == nil && l.Term == term {
+		s.mu.Lock()
+		s.keep = snap
+		s.mu.Unlock()
+		return false
+	}
+	s.stale.Store(true)
+	if s.onStale != nil {
+		s.onStale(snap, last)
+	}
+	return true
+}
+
+// DeleteRange removes entries; a compaction (the removal of the first
+// entries) keeps the entry IsMonotonic asked to keep, and all after it.
+func (s *checkedLogStore) DeleteRange(min, max uint64) error {
+	s.mu.Lock()
+	keep := s.keep
+	s.mu.Unlock()
+	if keep > 0 && min <= keep && keep <= max {
+		if first, err := s.LogStore.FirstIndex(); err == nil && min <= first {
+			if keep-1 < min {
+				return nil
+			}
+			max = keep - 1
+		}
+	}
+	return s.LogStore.DeleteRange(min, max)
+}

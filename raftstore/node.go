@@ -104,6 +104,9 @@ type Config struct {
 
 	// wrapLogStore, if set, wraps the raft log store (tests inject faults).
 	wrapLogStore func(raft.LogStore) raft.LogStore
+	// afterAppend, if set, sees (and may change) the answer to every
+	// append this member sends (tests inject faults).
+	afterAppend func(id raft.ServerID, resp *raft.AppendEntriesResponse)
 	// walSegmentSize, if set, is raft-wal's or seglog's segment size
 	// (tests make small ones, to have several segments after a few
 	// entries).
@@ -401,7 +404,14 @@ func Open(cfg Config) (*Node, error) {
 	if cfg.wrapLogStore != nil {
 		logStore = cfg.wrapLogStore(logStore)
 	}
-	logs, err := raft.NewLogCache(512, &checkedLogStore{LogStore: logStore, monotonic: kind == LogStoreWAL || kind == LogStoreSegments, onDamage: n.markDamaged, onWrite: n.logWrite, onStored: n.snapPace.stored})
+	logs, err := raft.NewLogCache(512, &checkedLogStore{LogStore: logStore, monotonic: kind == LogStoreWAL || kind == LogStoreSegments, onDamage: n.markDamaged, onWrite: n.logWrite, onStored: n.snapPace.stored,
+		installing: func() (uint64, uint64, bool) {
+			if n.paced == nil { // raft installs nothing before it starts, with the transport
+				return 0, 0, false
+			}
+			return n.paced.installs.get()
+		},
+		onStale: n.staleLog})
 	if err != nil {
 		return nil, err
 	}
@@ -443,6 +453,7 @@ func Open(cfg Config) (*Node, error) {
 	n.leaderCommitDue = time.NewTimer(cfg.Autopilot.Interval)
 	n.paced = newPacedTransport(n.trans, nonVoterHeartbeatEvery(cfg.HeartbeatTimeout), max(0, cfg.NonvoterAppendInterval), idleAppendHold*cfg.CommitTimeout, n.suffrage.nonVoter, n.leaderWord,
 		func(id raft.ServerID) { n.health.answered(id, n.cfg.Now(), n.cfg.Autopilot.UnhealthyAfter) }, n.ctx.Done())
+	n.paced.afterAppend = cfg.afterAppend
 	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.stores.stable, snaps, n.paced)
 	if err != nil {
 		return nil, fmt.Errorf("starting raft: %w", err)
@@ -762,6 +773,15 @@ func (n *Node) markDamaged(index uint64, err error) {
 			}
 		}()
 	}
+}
+
+// staleLog stops a member whose raft log ran past a snapshot it was sent
+// and disagrees with it (see checkedLogStore.IsMonotonic): raft cannot
+// forget those entries while it runs; restarted, the member starts from
+// the snapshot.
+func (n *Node) staleLog(snapshot, last uint64) {
+	n.fail(fmt.Errorf("this member's raft log ran to entry %d past the snapshot of entry %d it was sent, and disagrees with the snapshot at that entry: "+
+		"its entries after the snapshot were never the group's; the log is removed and the member must be restarted (Kubernetes restarts the container) to start from the snapshot", last, snapshot))
 }
 
 // WriteFailure says why a member cannot append to its raft log.

@@ -138,6 +138,12 @@ func (t *pacedTransport) relayVotes(ctx context.Context, judge *voteJudge) {
 			if judge.judge(rpc, t.DecodePeer) {
 				continue
 			}
+			if req, ok := rpc.Command.(*raft.InstallSnapshotRequest); ok {
+				if !t.relayInstall(ctx, rpc, req) {
+					return
+				}
+				continue
+			}
 			select {
 			case t.rpcs <- rpc:
 			case <-ctx.Done():

@@ -1,0 +1,230 @@
+package raftstore
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/bagkeeper/bagkeeper/raftstore/state"
+)
+
+// storeWith is an in-memory log store holding entries first..last, entry
+// i of term terms(i).
+func storeWith(t *testing.T, first, last uint64, terms func(uint64) uint64) *raft.InmemStore {
+	t.Helper()
+	s := raft.NewInmemStore()
+	for i := first; i <= last; i++ {
+		if err := s.StoreLog(&raft.Log{Index: i, Term: terms(i), Type: raft.LogNoop}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+func indexes(t *testing.T, s raft.LogStore) (first, last uint64) {
+	t.Helper()
+	first, err := s.FirstIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err = s.LastIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return first, last
+}
+
+// What the log store tells raft after a snapshot was installed, in every
+// case of the log against the snapshot (see checkedLogStore.IsMonotonic).
+func TestTheLogStoreDecidesWhatAnInstalledSnapshotLeavesOfTheLog(t *testing.T) {
+	const snap, snapTerm = 20, 3
+	termAt := func(i uint64) uint64 { // the group's log: term 3 from entry 11
+		if i <= 10 {
+			return 2
+		}
+		return 3
+	}
+	cases := []struct {
+		name        string
+		first, last uint64
+		terms       func(uint64) uint64
+		installing  bool
+		monotonic   bool
+		want        bool
+		stale       bool
+	}{
+		{name: "no install under way (an operator's restore): the store's own answer", first: 1, last: 30, terms: termAt, monotonic: true, want: true},
+		{name: "no install under way, a store with gaps", first: 1, last: 30, terms: termAt, want: false},
+		{name: "the log ends before the snapshot", first: 1, last: 15, terms: termAt, installing: true, monotonic: true, want: true},
+		{name: "the log ends before the snapshot, a store with gaps", first: 1, last: 15, terms: termAt, installing: true, want: false},
+		{name: "the log runs past the snapshot and holds its last entry", first: 1, last: 30, terms: termAt, installing: true, monotonic: true, want: false},
+		{name: "the log ends at the snapshot's last entry", first: 5, last: 20, terms: termAt, installing: true, monotonic: true, want: false},
+		{name: "the log runs past the snapshot with another term's entry at its last", first: 1, last: 30,
+			terms: func(i uint64) uint64 { return min(termAt(i), 2) }, installing: true, monotonic: true, want: true, stale: true},
+		{name: "the same in a store with gaps", first: 1, last: 30,
+			terms: func(i uint64) uint64 { return min(termAt(i), 2) }, installing: true, want: true, stale: true},
+		{name: "the log starts after the snapshot's last entry", first: 25, last: 40, terms: termAt, installing: true, monotonic: true, want: true, stale: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var staleAt []uint64
+			s := &checkedLogStore{LogStore: storeWith(t, tc.first, tc.last, tc.terms), monotonic: tc.monotonic,
+				installing: func() (uint64, uint64, bool) { return snap, snapTerm, tc.installing },
+				onStale:    func(snapshot, last uint64) { staleAt = append(staleAt, snapshot, last) },
+				onDamage:   func(uint64, error) {},
+			}
+			if got := s.IsMonotonic(); got != tc.want {
+				t.Fatalf("IsMonotonic = %v, want %v", got, tc.want)
+			}
+			if tc.stale != (staleAt != nil) {
+				t.Fatalf("told stale %v, want stale %v", staleAt, tc.stale)
+			}
+			next := &raft.Log{Index: tc.last + 1, Term: snapTerm, Type: raft.LogNoop}
+			err := s.StoreLogs([]*raft.Log{next})
+			switch {
+			case tc.stale && !errors.Is(err, errStaleLog):
+				t.Fatalf("an append after a stale log was stored: %v", err)
+			case tc.stale:
+				if fmt.Sprint(staleAt) != fmt.Sprint([]uint64{snap, tc.last}) {
+					t.Fatalf("told stale at %v, want the snapshot's %d and the log's last %d", staleAt, snap, tc.last)
+				}
+			case err != nil:
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// After an install that keeps the log past the snapshot, raft compacts the
+// log up to the snapshot (less its trailing logs): the snapshot's last
+// entry stays, since raft checks the leader's next append against it,
+// until raft appended after it; a removal at the end of the log (raft
+// dropping entries that differ from the leader's) is not held back.
+func TestACompactionAfterAnInstallKeepsTheSnapshotsLastEntry(t *testing.T) {
+	const snap = 20
+	s := &checkedLogStore{LogStore: storeWith(t, 1, 30, func(uint64) uint64 { return 3 }),
+		installing: func() (uint64, uint64, bool) { return snap, 3, true }, onDamage: func(uint64, error) {}}
+	if s.IsMonotonic() {
+		t.Fatal("the log holds the snapshot's last entry: raft must keep what follows")
+	}
+	if err := s.DeleteRange(28, 30); err != nil { // the end of the log
+		t.Fatal(err)
+	}
+	if first, last := indexes(t, s); first != 1 || last != 27 {
+		t.Fatalf("log %d..%d after removing its end, want 1..27", first, last)
+	}
+	if err := s.DeleteRange(1, snap); err != nil { // raft's compaction, trailing logs 0
+		t.Fatal(err)
+	}
+	if first, last := indexes(t, s); first != snap || last != 27 {
+		t.Fatalf("log %d..%d after the compaction, want %d..27", first, last, snap)
+	}
+	if err := s.StoreLogs([]*raft.Log{{Index: 28, Term: 3, Type: raft.LogNoop}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteRange(snap, 25); err != nil { // a later compaction
+		t.Fatal(err)
+	}
+	if first, _ := indexes(t, s); first != 26 {
+		t.Fatalf("log starts at %d after a compaction once raft appended, want 26", first)
+	}
+}
+
+// TestAFollowerSentASnapshotItsLogRunsPastCatchesUp: a follower whose log
+// runs past the snapshot the leader sends it (here: the leader takes one
+// of its answers for a refusal naming entry 1, which it no longer has)
+// must go on taking the leader's entries, and lead. hashicorp/raft removes
+// the whole log of a store like seglog after the install but goes on
+// believing that it ends where it did: the leader's next append, checked
+// against the snapshot's last entry, is refused, the leader sends the
+// snapshot again, and so on for ever (or, when an append names the old
+// last entry, raft panics applying entries the store no longer has).
+func TestAFollowerSentASnapshotItsLogRunsPastCatchesUp(t *testing.T) {
+	c := newTestCluster(t, "app")
+	var mu sync.Mutex
+	refuseOnce := raft.ServerID("")
+	opts := func(cfg *Config) {
+		cfg.SnapshotThreshold, cfg.SnapshotInterval, cfg.TrailingLogs = 1<<20, time.Hour, 4
+		cfg.afterAppend = func(id raft.ServerID, resp *raft.AppendEntriesResponse) {
+			mu.Lock()
+			defer mu.Unlock()
+			if id == refuseOnce {
+				refuseOnce = ""
+				resp.Success, resp.LastLog, resp.NoRetryBackoff = false, 1, true
+			}
+		}
+	}
+	for _, p := range []string{"app-0", "app-1", "app-2"} {
+		c.start(p, withExpect(3), opts)
+	}
+	l := c.leader(10 * time.Second)
+	rel := mustApply(t, l.node, state.EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
+	write := func(n *Node, k string, v int) {
+		t.Helper()
+		mustApply(t, n, state.UpdateBagOp(rel, "app", map[string]string{k: strconv.Itoa(v)}))
+	}
+	everyoneHas := func(what string, last uint64) {
+		t.Helper()
+		eventually(t, 10*time.Second, what, func() error {
+			for _, n := range c.running() {
+				if got := n.node.fsm.appliedIndex(); got < last {
+					return fmt.Errorf("%s applied up to %d of %d", n.pod, got, last)
+				}
+			}
+			return nil
+		})
+	}
+	for i := range 20 {
+		write(l.node, "before", i)
+	}
+	everyoneHas("every member to apply the first writes", l.node.raft.AppliedIndex())
+	if err := l.node.raft.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	snap, _ := strconv.ParseUint(l.node.raft.Stats()["last_snapshot_index"], 10, 64)
+	for i := range 6 {
+		write(l.node, "past", i)
+	}
+	everyoneHas("every member's log to run past the leader's snapshot", l.node.raft.AppliedIndex())
+
+	f := c.follower(l)
+	mu.Lock()
+	refuseOnce = f.node.id
+	mu.Unlock()
+	for i := range 5 {
+		write(l.node, "after", i)
+	}
+	eventually(t, 10*time.Second, f.pod+" to be sent the leader's snapshot", func() error {
+		if got := f.node.raft.Stats()["last_snapshot_index"]; got != strconv.FormatUint(snap, 10) {
+			return fmt.Errorf("its last snapshot is of entry %s, the leader's of %d", got, snap)
+		}
+		return nil
+	})
+	everyoneHas("every member, "+f.pod+" too, to apply the writes after the snapshot", l.node.raft.AppliedIndex())
+	if b, _ := f.node.State().Bag(rel, "app"); b == nil || b.Data.Value("after") != "4" {
+		t.Fatalf("%s lacks after=4 in the application bag", f.pod)
+	}
+
+	// It leads, and what it writes reaches everyone.
+	if err := l.node.TransferLeadership(t.Context(), f.node.id); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, f.pod+" to lead", func() error {
+		if !f.node.IsLeader() {
+			return errors.New("it does not lead")
+		}
+		return nil
+	})
+	write(f.node, "led", 1)
+	everyoneHas("every member to apply the write of "+f.pod, f.node.raft.AppliedIndex())
+	select {
+	case err := <-f.node.Fatal():
+		t.Fatalf("%s stopped: %v", f.pod, err)
+	default:
+	}
+}
