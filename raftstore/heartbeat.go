@@ -143,10 +143,14 @@ type pacedTransport struct {
 
 // appendPace is what pacedTransport keeps of the appends to one member.
 type appendPace struct {
-	sent  int       // appends sent (tests)
-	idle  int       // of which idle ones (tests)
-	last  time.Time // when the latest that carried news returned to raft
-	burst time.Time // when the first after the latest quiet spell started
+	sent int // appends sent (tests)
+	idle int // of which idle ones (tests)
+	// wake is closed (and replaced) by release: the held return of an
+	// append that started before returns at once.
+	wake     chan struct{}
+	released int       // releases (tests)
+	last     time.Time // when the latest that carried news returned to raft
+	burst    time.Time // when the first after the latest quiet spell started
 	// told is what the latest append the member took said.
 	told told
 }
@@ -255,6 +259,10 @@ func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 		t.appends[id] = pace
 	}
 	pace.sent++
+	if pace.wake == nil {
+		pace.wake = make(chan struct{})
+	}
+	wake := pace.wake
 	idle := t.idleEvery > 0 && nonVoter && pace.told.idle(args)
 	var news chan struct{}
 	if idle {
@@ -295,7 +303,7 @@ func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 	case idle && err == nil:
 		herr = t.holdUnless(t.idleEvery, news)
 	case held:
-		herr = t.hold(time.Until(start.Add(t.appendEvery)))
+		herr = t.holdUnless(time.Until(start.Add(t.appendEvery)), wake)
 	}
 	if herr != nil && err == nil {
 		err = herr
@@ -308,6 +316,22 @@ func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 		t.mu.Unlock()
 	}
 	return err
+}
+
+// release ends the hold of an append to id now (see AppendEntries), and
+// of one under way: the member waits for a write of its own, which the
+// leader just committed, and gets the entries and the commit index with
+// raft's next append instead of the next batch.
+func (t *pacedTransport) release(id raft.ServerID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	pace := t.appends[id]
+	if pace == nil || pace.wake == nil {
+		return
+	}
+	close(pace.wake)
+	pace.wake = make(chan struct{})
+	pace.released++
 }
 
 // hold waits d, or until the member stops.

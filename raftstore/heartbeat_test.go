@@ -1,6 +1,7 @@
 package raftstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -129,6 +130,21 @@ func votersAndANonVoter(t *testing.T, opts nodeOpt) (l, voter, nv *testNode) {
 	return l, voter, nv
 }
 
+// batchInterval is the non-voter append interval of the batching tests:
+// long against a write, so that batching shows in counts and a prompt
+// write in time even on a busy machine.
+const batchInterval = 1500 * time.Millisecond
+
+// batching sets a group of three voters up for the batching tests.
+func batching(cfg *Config) {
+	cfg.Voters = 3
+	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 2*time.Second, 2*time.Second, time.Second
+	cfg.NonvoterAppendInterval = batchInterval
+	// The idle appends (one per commit timeout) come less often than the
+	// interval, as they do with the defaults.
+	cfg.CommitTimeout = 5 * time.Second
+}
+
 // TestAppendsToANonVoterComeInBatches: under a stream of writes the
 // leader sends a non-voter one append per NonvoterAppendInterval (the
 // writes batched) while a voter gets them as they come; a lone write after
@@ -136,18 +152,8 @@ func votersAndANonVoter(t *testing.T, opts nodeOpt) (l, voter, nv *testNode) {
 // (the appends of the first half interval after a quiet spell are not
 // held); the non-voter applies every write.
 func TestAppendsToANonVoterComeInBatches(t *testing.T) {
-	// An interval long against a write, so that batching shows in counts
-	// and a lone write's promptness in time even on a busy machine.
-	const interval = 1500 * time.Millisecond
-	opts := func(cfg *Config) {
-		cfg.Voters = 3
-		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 2*time.Second, 2*time.Second, time.Second
-		cfg.NonvoterAppendInterval = interval
-		// The idle appends (one per commit timeout) come less often than
-		// the interval, as they do with the defaults.
-		cfg.CommitTimeout = 5 * time.Second
-	}
-	l, voter, nv := votersAndANonVoter(t, opts)
+	const interval = batchInterval
+	l, voter, nv := votersAndANonVoter(t, batching)
 	rel := mustApply(t, l.node, state.EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
 	applied := func(n *testNode, idx uint64) func() error {
 		return func() error {
@@ -336,5 +342,61 @@ func TestWhatAnIdleAppendIs(t *testing.T) {
 		if got := c.told.idle(&c.args); got != c.idle {
 			t.Errorf("%s: idle = %v, want %v", c.what, got, c.idle)
 		}
+	}
+}
+
+// TestANonVotersOwnWriteIsNotHeldInTheBatch: under a stream of writes the
+// appends to a non-voter are held an interval (above), but a write the
+// non-voter made itself, which it waits to apply (read-your-writes), is
+// not: the leader releases the member's held append once it committed the
+// write, so the write takes round trips, not the rest of the interval.
+func TestANonVotersOwnWriteIsNotHeldInTheBatch(t *testing.T) {
+	const interval = batchInterval
+	l, _, nv := votersAndANonVoter(t, batching)
+	rel := mustApply(t, l.node, state.EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
+
+	// A stream of writes on the leader, so that the non-voter's appends
+	// are held.
+	ctx, stop := context.WithCancel(t.Context())
+	streamed := make(chan int)
+	go func() {
+		n := 0
+		var failed error
+		for ctx.Err() == nil {
+			if _, err := l.node.Apply(ctx, state.NewCommand(state.UpdateBagOp(rel, "app", map[string]string{"stream": fmt.Sprint(n)}))); err == nil {
+				n++
+			} else if failed == nil && ctx.Err() == nil {
+				failed = err
+			}
+		}
+		if failed != nil {
+			t.Logf("a write of the stream failed: %v", failed)
+		}
+		streamed <- n
+	}()
+	defer func() {
+		stop()
+		t.Logf("%d writes in the stream", <-streamed)
+	}()
+	eventually(t, 10*time.Second, "the stream to reach the non-voter in batches", func() error {
+		// Past the first half interval of the burst, appends are held.
+		if p := l.node.paced.paceOf(nv.node.ID()); p.burst.IsZero() || time.Since(p.burst) < interval {
+			return fmt.Errorf("the burst began %s ago", time.Since(p.burst))
+		}
+		return nil
+	})
+	before := l.node.paced.paceOf(nv.node.ID()).released
+	var slowest time.Duration
+	for i := range 5 {
+		t0 := time.Now()
+		mustApply(t, nv.node, state.UpdateBagOp(rel, "app", map[string]string{"own": fmt.Sprint(i)}))
+		slowest = max(slowest, time.Since(t0))
+	}
+	t.Logf("the non-voter's own writes took at most %s (interval %s)", slowest, interval)
+	if slowest >= interval/3 {
+		t.Fatalf("a write of the non-voter's own took %s under a stream, want well under the interval %s: it waited for the batch", slowest, interval)
+	}
+	if got := l.node.paced.paceOf(nv.node.ID()).released - before; got < 5 {
+		t.Fatalf("the leader released the non-voter's appends %d times for its 5 writes", got)
 	}
 }

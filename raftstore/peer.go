@@ -104,7 +104,7 @@ func (s *peerServer) Apply(ctx context.Context, req *peerpb.ApplyRequest) (*peer
 			return err
 		},
 		remote: func(ctx context.Context, c peerpb.PeerClient) error {
-			resp, err := c.Apply(ctx, &peerpb.ApplyRequest{Command: req.GetCommand(), Hops: req.GetHops() + 1})
+			resp, err := c.Apply(ctx, &peerpb.ApplyRequest{Command: req.GetCommand(), Hops: req.GetHops() + 1, From: req.GetFrom()})
 			if err != nil {
 				return err
 			}
@@ -114,6 +114,11 @@ func (s *peerServer) Apply(ctx context.Context, req *peerpb.ApplyRequest) (*peer
 	})
 	if err != nil {
 		return nil, raftStatus(err)
+	}
+	if from := req.GetFrom(); from != "" && n.paced != nil {
+		// The writer waits until it applied its write: a non-voter's
+		// batch would hold it up to --raft-nonvoter-append-interval.
+		n.paced.release(raft.ServerID(from))
 	}
 	n.nudge()
 	b, err := proto.Marshal(res)

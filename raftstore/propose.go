@@ -62,7 +62,7 @@ func (n *Node) Apply(ctx context.Context, cmd *storepb.Command) (*storepb.Result
 			if err != nil {
 				return err
 			}
-			resp, err := pc.Apply(ctx, &peerpb.ApplyRequest{Command: b})
+			resp, err := pc.Apply(ctx, &peerpb.ApplyRequest{Command: b, From: string(n.id)})
 			if err != nil {
 				return err
 			}

@@ -854,9 +854,13 @@ func (*LeaveResponse) Descriptor() ([]byte, []int) {
 }
 
 type ApplyRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Command       []byte                 `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"`
-	Hops          uint32                 `protobuf:"varint,2,opt,name=hops,proto3" json:"hops,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Command []byte                 `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"`
+	Hops    uint32                 `protobuf:"varint,2,opt,name=hops,proto3" json:"hops,omitempty"`
+	// The raft id of the member whose write this is (it waits to apply it):
+	// the leader sends it the entries at once rather than in the next batch
+	// (empty from a build before this field: no effect).
+	From          string `protobuf:"bytes,3,opt,name=from,proto3" json:"from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -903,6 +907,13 @@ func (x *ApplyRequest) GetHops() uint32 {
 		return x.Hops
 	}
 	return 0
+}
+
+func (x *ApplyRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
 }
 
 type ApplyResponse struct {
@@ -1021,10 +1032,11 @@ const file_raftstore_peerpb_peer_proto_rawDesc = "" +
 	"\fLeaveRequest\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x12\n" +
 	"\x04hops\x18\x02 \x01(\rR\x04hops\"\x0f\n" +
-	"\rLeaveResponse\"<\n" +
+	"\rLeaveResponse\"P\n" +
 	"\fApplyRequest\x12\x18\n" +
 	"\acommand\x18\x01 \x01(\fR\acommand\x12\x12\n" +
-	"\x04hops\x18\x02 \x01(\rR\x04hops\"'\n" +
+	"\x04hops\x18\x02 \x01(\rR\x04hops\x12\x12\n" +
+	"\x04from\x18\x03 \x01(\tR\x04from\"'\n" +
 	"\rApplyResponse\x12\x16\n" +
 	"\x06result\x18\x01 \x01(\fR\x06result2\xfb\x03\n" +
 	"\x04Peer\x12G\n" +
