@@ -133,7 +133,7 @@ type pacedTransport struct {
 	// afterAppend, if set, sees the answer to every append (tests).
 	afterAppend func(raft.ServerID, *raft.AppendEntriesResponse)
 	// installs marks the snapshot raft is installing (see installMark).
-	installs installMark
+	installs *installMark
 	// heard is told of each heartbeat and append received.
 	heard func()
 	// answered is told of each member that answered a heartbeat or an

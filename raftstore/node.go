@@ -173,7 +173,7 @@ func (c *Config) setDefaults() error {
 	def(&c.ElectionTimeout, 500*time.Millisecond)
 	def(&c.LeaderLeaseTimeout, 400*time.Millisecond)
 	def(&c.CommitTimeout, time.Second)
-	def(&c.NonvoterAppendInterval, min(DefaultNonvoterAppendInterval, c.HeartbeatTimeout/5))
+	def(&c.NonvoterAppendInterval, DefaultNonvoterAppendIntervalFor(c.HeartbeatTimeout))
 	if c.NonvoterAppendInterval >= c.HeartbeatTimeout {
 		return fmt.Errorf("the non-voter append interval (%s) must be shorter than the heartbeat timeout (%s)", c.NonvoterAppendInterval, c.HeartbeatTimeout)
 	}
@@ -223,6 +223,7 @@ type Node struct {
 	// paced is trans as raft uses it: heartbeats to non-voters paced (see
 	// heartbeat.go), by the suffrages of the committed configuration.
 	paced     *pacedTransport
+	installs  installMark   // the snapshot raft is installing (see install.go)
 	snapIndex snapshotIndex // raft's last snapshot index, read from Stats when it changed
 	snapPace  *snapshotPace // snapshots for the log's size
 	// reloadMu serializes changes to raft's reloadable configuration
@@ -405,13 +406,7 @@ func Open(cfg Config) (*Node, error) {
 		logStore = cfg.wrapLogStore(logStore)
 	}
 	logs, err := raft.NewLogCache(512, &checkedLogStore{LogStore: logStore, monotonic: kind == LogStoreWAL || kind == LogStoreSegments, onDamage: n.markDamaged, onWrite: n.logWrite, onStored: n.snapPace.stored,
-		installing: func() (uint64, uint64, bool) {
-			if n.paced == nil { // raft installs nothing before it starts, with the transport
-				return 0, 0, false
-			}
-			return n.paced.installs.get()
-		},
-		onStale: n.staleLog})
+		installing: n.installs.get, onStale: n.staleLog})
 	if err != nil {
 		return nil, err
 	}
@@ -454,6 +449,7 @@ func Open(cfg Config) (*Node, error) {
 	n.paced = newPacedTransport(n.trans, nonVoterHeartbeatEvery(cfg.HeartbeatTimeout), max(0, cfg.NonvoterAppendInterval), idleAppendHold*cfg.CommitTimeout, n.suffrage.nonVoter, n.leaderWord,
 		func(id raft.ServerID) { n.health.answered(id, n.cfg.Now(), n.cfg.Autopilot.UnhealthyAfter) }, n.ctx.Done())
 	n.paced.afterAppend = cfg.afterAppend
+	n.paced.installs = &n.installs
 	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.stores.stable, snaps, n.paced)
 	if err != nil {
 		return nil, fmt.Errorf("starting raft: %w", err)
@@ -511,6 +507,13 @@ func Open(cfg Config) (*Node, error) {
 // do once every member's cost of an append is paid per write, was never
 // batched, and stayed that slow.
 const DefaultNonvoterAppendInterval = 100 * time.Millisecond
+
+// DefaultNonvoterAppendIntervalFor is the default interval for a group
+// whose heartbeat timeout is hb: DefaultNonvoterAppendInterval, or a fifth
+// of hb when that is shorter (the interval must be shorter than hb).
+func DefaultNonvoterAppendIntervalFor(hb time.Duration) time.Duration {
+	return min(DefaultNonvoterAppendInterval, hb/5)
+}
 
 // maxAppendEntries is the most entries raft sends in one append.
 const maxAppendEntries = 256

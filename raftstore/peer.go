@@ -115,7 +115,7 @@ func (s *peerServer) Apply(ctx context.Context, req *peerpb.ApplyRequest) (*peer
 	if err != nil {
 		return nil, raftStatus(err)
 	}
-	if from := req.GetFrom(); from != "" && n.paced != nil {
+	if from := req.GetFrom(); from != "" {
 		// The writer waits until it applied its write: a non-voter's
 		// batch would hold it up to --raft-nonvoter-append-interval.
 		n.paced.release(raft.ServerID(from))

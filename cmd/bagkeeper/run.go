@@ -146,8 +146,8 @@ func newRunFlags(e *env) *runFlags {
 func (f *runFlags) fitNonvoterAppend() {
 	given := false
 	f.fs.Visit(func(fl *flag.Flag) { given = given || fl.Name == "raft-nonvoter-append-interval" })
-	if !given && f.nonvoterAppend > 0 && f.heartbeat > 0 && f.nonvoterAppend > f.heartbeat/5 {
-		f.nonvoterAppend = f.heartbeat / 5
+	if !given && f.heartbeat > 0 {
+		f.nonvoterAppend = raftstore.DefaultNonvoterAppendIntervalFor(f.heartbeat)
 	}
 }
 
