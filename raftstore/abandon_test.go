@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/bagkeeper/bagkeeper/raftstore/peerpb"
 	"github.com/bagkeeper/bagkeeper/raftstore/transport"
 )
 
@@ -50,7 +51,8 @@ func recordAbandons(rec *abandons) nodeOpt {
 // whose process is replaced under the same address (a Kubernetes pod's DNS
 // name, on a new IP behind it) joins again; the leader then abandons what
 // raft dialed to that member before the join — connections to the old
-// process, which may be gone with its IP. A member that moves to a new
+// process, which may be gone with its IP — but not when the join comes
+// from a process it heard join already. A member that moves to a new
 // address has its old one abandoned.
 func TestAMemberBackUnderItsNameHasWhatWasDialedToItBeforeAbandoned(t *testing.T) {
 	c := newTestCluster(t, "app")
@@ -74,10 +76,33 @@ func TestAMemberBackUnderItsNameHasWhatWasDialedToItBeforeAbandoned(t *testing.T
 	}
 	restarted := time.Now()
 	c.crash(f.pod)
-	c.start(f.pod, atAddr(addr), recordAbandons(recs[f.pod]))
+	r := c.start(f.pod, atAddr(addr), recordAbandons(recs[f.pod]))
 	eventually(t, 10*time.Second, "the leader to abandon what it dialed to the member's former process", func() error {
 		return abandoned(tagged, restarted)
 	})
+
+	// A join again from the same process (a retry, or one sent before the
+	// member had its state) abandons nothing: the append under way to it
+	// would fail and its answer be lost. One from another process does.
+	join := func(process string) {
+		t.Helper()
+		pc, err := r.node.peers.get(l.ln.Advertise())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pc.Join(applyCtx(t), &peerpb.JoinRequest{ServerId: string(id), Address: addr, App: c.app, Pod: f.pod, Process: process}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again := time.Now()
+	join(r.node.process)
+	if abandoned(tagged, again) == nil {
+		t.Fatal("a join again from the member's same process abandoned the connections to it")
+	}
+	join("another process")
+	if err := abandoned(tagged, again); err != nil {
+		t.Fatalf("a join from another process: %v", err)
+	}
 
 	moved := time.Now()
 	c.crash(f.pod)

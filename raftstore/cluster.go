@@ -397,7 +397,7 @@ func serverIDs(s []*peerpb.Server) []string {
 // forwards it to the leader) until one is accepted. The leader adds a new
 // member as a non-voter or records a changed address.
 func (n *Node) register(ctx context.Context, peers []peerInfo) {
-	req := &peerpb.JoinRequest{ServerId: string(n.id), Address: n.cfg.Advertise, App: n.cfg.App, Pod: n.dir.Identity.Pod}
+	req := &peerpb.JoinRequest{ServerId: string(n.id), Address: n.cfg.Advertise, App: n.cfg.App, Pod: n.dir.Identity.Pod, Process: n.process}
 	// Which group and generation this member's state is of, as it brought
 	// it (a restarted member applies nothing of its log until a leader says
 	// what is committed; a new member may be sent the state of the

@@ -130,8 +130,9 @@ type pacedTransport struct {
 	// rpcs is what raft consumes: the requests received, passed on by
 	// relayVotes (see votes.go).
 	rpcs chan raft.RPC
-	// afterAppend, if set, sees the answer to every append (tests).
-	afterAppend func(raft.ServerID, *raft.AppendEntriesResponse)
+	// afterAppend, if set, sees every append and its answer (tests); an
+	// error it returns is what raft gets instead of the answer.
+	afterAppend func(raft.ServerID, *raft.AppendEntriesRequest, *raft.AppendEntriesResponse) error
 	// installs marks the snapshot raft is installing (see installMark).
 	installs *installMark
 	// heard is told of each heartbeat and append received.
@@ -282,7 +283,7 @@ func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 	if err == nil {
 		t.answered(id)
 		if t.afterAppend != nil {
-			t.afterAppend(id, resp)
+			err = t.afterAppend(id, args, resp)
 		}
 	}
 	t.mu.Lock()

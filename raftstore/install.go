@@ -29,12 +29,21 @@ type installMark struct {
 	mu          sync.Mutex
 	on          bool
 	index, term uint64
+	count       int // installs begun (tests)
 }
 
 func (m *installMark) set(index, term uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.on, m.index, m.term = true, index, term
+	m.count++
+}
+
+// begun returns how many installs this member was sent (tests).
+func (m *installMark) begun() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.count
 }
 
 func (m *installMark) clear() {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -61,7 +62,8 @@ func TestTheLogStoreDecidesWhatAnInstalledSnapshotLeavesOfTheLog(t *testing.T) {
 		{name: "no install under way (an operator's restore): the store's own answer", first: 1, last: 30, terms: termAt, monotonic: true, want: true},
 		{name: "no install under way, a store with gaps", first: 1, last: 30, terms: termAt, want: false},
 		{name: "the log ends before the snapshot", first: 1, last: 15, terms: termAt, installing: true, monotonic: true, want: true},
-		{name: "the log ends before the snapshot, a store with gaps", first: 1, last: 15, terms: termAt, installing: true, want: false},
+		{name: "the log ends before the snapshot, a store with gaps", first: 1, last: 15, terms: termAt, installing: true, want: true},
+		{name: "an empty log", terms: termAt, installing: true, monotonic: true, want: true},
 		{name: "the log runs past the snapshot and holds its last entry", first: 1, last: 30, terms: termAt, installing: true, monotonic: true, want: false},
 		{name: "the log ends at the snapshot's last entry", first: 5, last: 20, terms: termAt, installing: true, monotonic: true, want: false},
 		{name: "the log runs past the snapshot with another term's entry at its last", first: 1, last: 30,
@@ -69,23 +71,55 @@ func TestTheLogStoreDecidesWhatAnInstalledSnapshotLeavesOfTheLog(t *testing.T) {
 		{name: "the same in a store with gaps", first: 1, last: 30,
 			terms: func(i uint64) uint64 { return min(termAt(i), 2) }, installing: true, want: true, stale: true},
 		{name: "the log starts after the snapshot's last entry", first: 25, last: 40, terms: termAt, installing: true, monotonic: true, want: true, stale: true},
+		{name: "the log lacks the snapshot's last entry, and holds what follows it", first: snap + 1, last: 40, terms: termAt, installing: true, monotonic: true, want: true, stale: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var staleAt []uint64
-			s := &checkedLogStore{LogStore: storeWith(t, tc.first, tc.last, tc.terms), monotonic: tc.monotonic,
+			inner := storeWith(t, tc.first, tc.last, tc.terms)
+			if tc.last == 0 {
+				inner = raft.NewInmemStore()
+			}
+			s := &checkedLogStore{LogStore: inner, monotonic: tc.monotonic,
 				installing: func() (uint64, uint64, bool) { return snap, snapTerm, tc.installing },
 				onStale:    func(snapshot, last uint64) { staleAt = append(staleAt, snapshot, last) },
 				onDamage:   func(uint64, error) {},
 			}
-			if got := s.IsMonotonic(); got != tc.want {
+			got := s.IsMonotonic()
+			if got != tc.want {
 				t.Fatalf("IsMonotonic = %v, want %v", got, tc.want)
 			}
 			if tc.stale != (staleAt != nil) {
 				t.Fatalf("told stale %v, want stale %v", staleAt, tc.stale)
 			}
 			next := &raft.Log{Index: tc.last + 1, Term: snapTerm, Type: raft.LogNoop}
+			anchored := tc.installing && tc.last < snap
+			if got {
+				// What raft does then: it removes the whole log.
+				if first, last := indexes(t, s); last > 0 {
+					if err := s.DeleteRange(first, last); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if anchored {
+				// Raft appends what follows the snapshot; the store holds
+				// the snapshot's last entry before it.
+				next.Index = snap + 1
+			}
 			err := s.StoreLogs([]*raft.Log{next})
+			if anchored {
+				if err != nil {
+					t.Fatal(err)
+				}
+				var l raft.Log
+				if err := s.GetLog(snap, &l); err != nil || l.Term != snapTerm {
+					t.Fatalf("after the first append past the snapshot, entry %d: %v, term %d; want the snapshot's term %d", snap, err, l.Term, snapTerm)
+				}
+				if first, last := indexes(t, s); first != snap || last != snap+1 {
+					t.Fatalf("log %d..%d, want %d..%d", first, last, snap, snap+1)
+				}
+			}
 			switch {
 			case tc.stale && !errors.Is(err, errStaleLog):
 				t.Fatalf("an append after a stale log was stored: %v", err)
@@ -150,13 +184,14 @@ func TestAFollowerSentASnapshotItsLogRunsPastCatchesUp(t *testing.T) {
 	refuseOnce := raft.ServerID("")
 	opts := func(cfg *Config) {
 		cfg.SnapshotThreshold, cfg.SnapshotInterval, cfg.TrailingLogs = 1<<20, time.Hour, 4
-		cfg.afterAppend = func(id raft.ServerID, resp *raft.AppendEntriesResponse) {
+		cfg.afterAppend = func(id raft.ServerID, _ *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 			mu.Lock()
 			defer mu.Unlock()
 			if id == refuseOnce {
 				refuseOnce = ""
 				resp.Success, resp.LastLog, resp.NoRetryBackoff = false, 1, true
 			}
+			return nil
 		}
 	}
 	for _, p := range []string{"app-0", "app-1", "app-2"} {
@@ -225,6 +260,83 @@ func TestAFollowerSentASnapshotItsLogRunsPastCatchesUp(t *testing.T) {
 	select {
 	case err := <-f.node.Fatal():
 		t.Fatalf("%s stopped: %v", f.pod, err)
+	default:
+	}
+}
+
+// TestAMemberWhoseAnswerAfterASnapshotIsLostIsNotSentItAgain: a new member
+// is sent the leader's snapshot, stores the first append after it, and the
+// answer to that append is lost (as when the leader drops its connections
+// to the member). The leader sends the same append again, which raft on
+// the member checks against the snapshot's last entry, which it never had
+// as a log entry: without the anchor stored with the first append (see
+// checkedLogStore.IsMonotonic) the member refuses it, is sent the snapshot
+// again with its log now running past it, and has to restart. With it, one
+// install, and the member takes every later write. For every log store.
+func TestAMemberWhoseAnswerAfterASnapshotIsLostIsNotSentItAgain(t *testing.T) {
+	for _, kind := range []LogStore{LogStoreSegments, LogStoreWAL, LogStoreBoltDB} {
+		t.Run(string(kind), func(t *testing.T) { testAnswerLostAfterASnapshot(t, kind) })
+	}
+}
+
+func testAnswerLostAfterASnapshot(t *testing.T, kind LogStore) {
+	c := newTestCluster(t, "app")
+	c.logStore = kind
+	var mu sync.Mutex
+	var lost []uint64 // the entries of the appends whose answer was lost
+	opts := func(cfg *Config) {
+		cfg.SnapshotThreshold, cfg.SnapshotInterval, cfg.TrailingLogs = 1<<20, time.Hour, 4
+		cfg.walSegmentSize = testSegmentSize // raft-wal and seglog remove whole segments only
+		cfg.afterAppend = func(id raft.ServerID, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if strings.HasPrefix(string(id), "app-3/") && lost == nil && resp.Success && len(req.Entries) > 0 {
+				lost = []uint64{req.Entries[0].Index, req.Entries[len(req.Entries)-1].Index}
+				return errors.New("the answer was lost")
+			}
+			return nil
+		}
+	}
+	for _, p := range []string{"app-0", "app-1", "app-2"} {
+		c.start(p, withExpect(3), opts)
+	}
+	l := c.leader(10 * time.Second)
+	rel := mustApply(t, l.node, state.EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
+	write := func(k string, v int) {
+		t.Helper()
+		mustApply(t, l.node, state.UpdateBagOp(rel, "app", map[string]string{k: strconv.Itoa(v)}))
+	}
+	for i := range 20 {
+		write("before", i)
+	}
+	if err := l.node.raft.Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	write("past", 1)
+	n := c.start("app-3", opts)
+	for i := range 5 {
+		write("after", i)
+	}
+	eventually(t, 15*time.Second, "the new member to apply every write", func() error {
+		if got, want := n.node.State().Index(), l.node.State().Index(); got < want {
+			return fmt.Errorf("it applied up to %d of %d", got, want)
+		}
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if lost == nil {
+		t.Fatal("no answer to the new member was lost: the test did not test")
+	}
+	if got := n.node.installs.begun(); got != 1 {
+		t.Fatalf("the member was sent %d snapshots, want 1 (the answer to the append of %d..%d was lost)", got, lost[0], lost[1])
+	}
+	if b, _ := n.node.State().Bag(rel, "app"); b == nil || b.Data.Value("after") != "4" {
+		t.Fatalf("the new member lacks after=4 in the application bag")
+	}
+	select {
+	case err := <-n.node.Fatal():
+		t.Fatalf("the new member stopped: %v", err)
 	default:
 	}
 }

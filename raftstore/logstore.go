@@ -49,6 +49,10 @@ type checkedLogStore struct {
 	// log ran past it: a compaction must not remove it (raft checks the
 	// leader's next append against it) until raft appended after it.
 	keep uint64
+	// anchor, if set, is the last entry of a snapshot installed while the
+	// log ended before it, stored before the next append (see
+	// IsMonotonic).
+	anchor *raft.Log
 	// stale is set once raft's view of the log is wrong (IsMonotonic): no
 	// entry is stored after that, so the store is never left with a gap
 	// after the snapshot, and a restart starts clean from the snapshot.
@@ -83,7 +87,7 @@ func (s *checkedLogStore) StoreLogs(logs []*raft.Log) error {
 			return fmt.Errorf("refusing to store raft log entry %d: %w", l.Index, err)
 		}
 	}
-	err := s.LogStore.StoreLogs(logs)
+	err := s.LogStore.StoreLogs(s.withAnchor(logs))
 	if err == nil && len(logs) > 0 {
 		s.mu.Lock()
 		s.keep = 0
@@ -108,18 +112,26 @@ var errStaleLog = errors.New("this member's raft log disagrees with the snapshot
 // snapshot (false). Both go wrong when the log runs past the snapshot,
 // as raft then still believes the log ends where it did (see
 // installMark). Here, with the snapshot's last entry at S:
-//   - the log ends before S: as the store needs; raft's view (a log
-//     ending before the snapshot) is not wrong, and raft goes on from S.
-//   - the log holds S, of the snapshot's term: every entry up to S is
-//     the snapshot's (raft's log matching), so the entries after S stay
-//     and raft's view is right: false, and a compaction keeps S itself,
-//     which raft checks the leader's next append against. The leader's
-//     entries then replace any after S that differ, as in any append.
+//   - the log ends before S: the whole log goes (true, whatever the
+//     store), raft's view (a log ending before the snapshot) is not wrong,
+//     and raft goes on from S. The next append (which starts at S+1)
+//     stores an entry at S of the snapshot's term first, an anchor: raft
+//     checks a leader's append that follows the snapshot against entry S
+//     itself unless S is the last entry it has, so without it a member
+//     that stored the first append after the snapshot, but whose answer
+//     was lost, refuses the leader's retry and is sent the snapshot again
+//     (with its log now running past the snapshot without holding S).
+//   - the log holds S, of the snapshot's term (an anchor, or an entry
+//     appended): every entry up to S is the snapshot's (raft's log
+//     matching), so the entries after S stay and raft's view is right:
+//     false, and a compaction keeps S itself, which raft checks the
+//     leader's next append against. The leader's entries then replace any
+//     after S that differ, as in any append.
 //   - the log runs past S but lacks S or holds another term's entry
-//     there: those entries are not the group's and must all go, which
-//     raft cannot forget while it runs. The whole log is removed (true),
-//     nothing more is stored, and onStale stops the member: restarted,
-//     it starts from the snapshot with an empty log.
+//     there: raft's view of the log can no longer be put right while it
+//     runs. The whole log is removed (true), nothing more is stored, and
+//     onStale stops the member: restarted, it starts from the snapshot
+//     with an empty log.
 func (s *checkedLogStore) IsMonotonic() bool {
 	if s.installing == nil {
 		return s.monotonic
@@ -128,22 +140,44 @@ func (s *checkedLogStore) IsMonotonic() bool {
 	if !ok {
 		return s.monotonic
 	}
-	last, err := s.LogStore.LastIndex()
-	if err != nil || last < snap {
-		return s.monotonic
-	}
 	var l raft.Log
 	if err := s.LogStore.GetLog(snap, &l); err == nil && l.Term == term {
 		s.mu.Lock()
-		s.keep = snap
+		s.keep, s.anchor = snap, nil
 		s.mu.Unlock()
 		return false
 	}
+	if last, err := s.LogStore.LastIndex(); err == nil && last < snap {
+		s.mu.Lock()
+		s.anchor = nil
+		if snap > 1 {
+			s.anchor = &raft.Log{Index: snap, Term: term, Type: raft.LogNoop}
+		}
+		s.mu.Unlock()
+		return true
+	}
 	s.stale.Store(true)
 	if s.onStale != nil {
+		last, _ := s.LogStore.LastIndex()
 		s.onStale(snap, last)
 	}
 	return true
+}
+
+// withAnchor returns logs with the anchor IsMonotonic set before them, if
+// they start right after it; the anchor is used up either way.
+func (s *checkedLogStore) withAnchor(logs []*raft.Log) []*raft.Log {
+	s.mu.Lock()
+	a := s.anchor
+	s.anchor = nil
+	s.mu.Unlock()
+	if a == nil || len(logs) == 0 || logs[0].Index != a.Index+1 {
+		return logs
+	}
+	if last, err := s.LogStore.LastIndex(); err != nil || last >= a.Index {
+		return logs
+	}
+	return append([]*raft.Log{a}, logs...)
 }
 
 // DeleteRange removes entries; a compaction (the removal of the first

@@ -104,9 +104,10 @@ type Config struct {
 
 	// wrapLogStore, if set, wraps the raft log store (tests inject faults).
 	wrapLogStore func(raft.LogStore) raft.LogStore
-	// afterAppend, if set, sees (and may change) the answer to every
-	// append this member sends (tests inject faults).
-	afterAppend func(id raft.ServerID, resp *raft.AppendEntriesResponse)
+	// afterAppend, if set, sees every append this member sends and may
+	// change its answer, or lose it by returning an error (tests inject
+	// faults).
+	afterAppend func(id raft.ServerID, req *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error
 	// walSegmentSize, if set, is raft-wal's or seglog's segment size
 	// (tests make small ones, to have several segments after a few
 	// entries).
@@ -285,6 +286,13 @@ type Node struct {
 	fatalOnce sync.Once
 	fatalCh   chan error
 
+	// process is new at each start of this member's process (see
+	// peerpb.JoinRequest.process); processes is the latest process each
+	// member joined from, as this member heard it (see newProcess).
+	process     string
+	processesMu sync.Mutex
+	processes   map[raft.ServerID]string
+
 	// leaders signals leadership changes (see onLeader); session numbers
 	// this member's commands; damage, once set, says why this member must
 	// not serve (its log or state is damaged).
@@ -339,7 +347,8 @@ func Open(cfg Config) (*Node, error) {
 		cfg.NoBootstrap = true
 	}
 	n := &Node{cfg: cfg, dir: dir, id: dir.Identity.ServerID(), book: newAddressBook(), fatalCh: make(chan error, 1), throttle: map[string]time.Time{}, nudgeCh: make(chan struct{}, 1),
-		leaders: newLeaderWatch(), session: newClientSession(), hashes: newStateHashes()}
+		leaders: newLeaderWatch(), session: newClientSession(), hashes: newStateHashes(),
+		process: newIncarnation(), processes: map[raft.ServerID]string{}}
 	n.log = cfg.Logger.With("member", string(n.id))
 	n.book.left = func(id raft.ServerID, from raft.ServerAddress) {
 		n.abandonRaft(id, from, time.Now(), "the member left that address")
@@ -783,8 +792,8 @@ func (n *Node) markDamaged(index uint64, err error) {
 // forget those entries while it runs; restarted, the member starts from
 // the snapshot.
 func (n *Node) staleLog(snapshot, last uint64) {
-	n.fail(fmt.Errorf("this member's raft log ran to entry %d past the snapshot of entry %d it was sent, and disagrees with the snapshot at that entry: "+
-		"its entries after the snapshot were never the group's; the log is removed and the member must be restarted (Kubernetes restarts the container) to start from the snapshot", last, snapshot))
+	n.fail(fmt.Errorf("this member's raft log ran to entry %d past the snapshot of entry %d it was sent, without that entry of the snapshot's term "+
+		"(its entries after the snapshot may not be the group's, and raft cannot forget them while it runs); the log is removed and the member must be restarted (Kubernetes restarts the container) to start from the snapshot", last, snapshot))
 }
 
 // WriteFailure says why a member cannot append to its raft log.

@@ -147,6 +147,29 @@ func (n *Node) checkGeneration(req *peerpb.JoinRequest) error {
 	return nil
 }
 
+// maxProcesses bounds what newProcess keeps: past it, it starts again
+// (each member's next join then drops its connections once more).
+const maxProcesses = 4096
+
+// newProcess reports whether a join of member id comes from a process of
+// it this member has not heard join before: one that started since (or
+// one of an earlier build, which does not say).
+func (n *Node) newProcess(id raft.ServerID, process string) bool {
+	if process == "" {
+		return true
+	}
+	n.processesMu.Lock()
+	defer n.processesMu.Unlock()
+	if n.processes[id] == process {
+		return false
+	}
+	if len(n.processes) >= maxProcesses {
+		clear(n.processes)
+	}
+	n.processes[id] = process
+	return true
+}
+
 // errOutdated starts the message of a join refused for an old generation.
 const errOutdated = "outdated member"
 
@@ -188,8 +211,13 @@ func (s *peerServer) Join(ctx context.Context, req *peerpb.JoinRequest) (*peerpb
 	n.book.learn(raft.ServerID(req.GetServerId()), raft.ServerAddress(req.GetAddress()))
 	// A member joins as its process starts: what raft dialed to it before
 	// went to its former process, which may be gone with its address
-	// still answering to its name (a replaced pod's DNS name).
-	n.abandonRaft(raft.ServerID(req.GetServerId()), raft.ServerAddress(req.GetAddress()), joined, "the member joined again")
+	// still answering to its name (a replaced pod's DNS name). A join
+	// again from the same process (a retry) drops nothing: that would
+	// fail the append under way to it, whose answer raft then never
+	// hears.
+	if n.newProcess(raft.ServerID(req.GetServerId()), req.GetProcess()) {
+		n.abandonRaft(raft.ServerID(req.GetServerId()), raft.ServerAddress(req.GetAddress()), joined, "the member joined again")
+	}
 	var resp *peerpb.JoinResponse
 	err := s.relay(ctx, req.GetHops(), leaderCall{
 		what: "join of " + req.GetServerId(),

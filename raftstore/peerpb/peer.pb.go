@@ -627,8 +627,15 @@ type JoinRequest struct {
 	// The cluster id and generation of the joining member's state, if it
 	// has any: a member of another group, or of this group before it was
 	// recovered, is refused.
-	ClusterId     string `protobuf:"bytes,6,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
-	Generation    uint64 `protobuf:"varint,7,opt,name=generation,proto3" json:"generation,omitempty"`
+	ClusterId  string `protobuf:"bytes,6,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	Generation uint64 `protobuf:"varint,7,opt,name=generation,proto3" json:"generation,omitempty"`
+	// A token new at each start of the joining member's process. A member
+	// that hears a join from a process of a member it has not heard from
+	// before drops the raft connections it had dialed to that member (they
+	// went to its former process); a join again from the same process (a
+	// retry, or a join sent while the member waited for its state) keeps
+	// them. Empty from an earlier build: every join counts as a new process.
+	Process       string `protobuf:"bytes,8,opt,name=process,proto3" json:"process,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -710,6 +717,13 @@ func (x *JoinRequest) GetGeneration() uint64 {
 		return x.Generation
 	}
 	return 0
+}
+
+func (x *JoinRequest) GetProcess() string {
+	if x != nil {
+		return x.Process
+	}
+	return ""
 }
 
 type JoinResponse struct {
@@ -1014,7 +1028,7 @@ const file_raftstore_peerpb_peer_proto_rawDesc = "" +
 	"\tlog_store\x18\x17 \x01(\tR\blogStore\"5\n" +
 	"\tStateHash\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x12\n" +
-	"\x04hash\x18\x02 \x01(\fR\x04hash\"\xbb\x01\n" +
+	"\x04hash\x18\x02 \x01(\fR\x04hash\"\xd5\x01\n" +
 	"\vJoinRequest\x12\x1b\n" +
 	"\tserver_id\x18\x01 \x01(\tR\bserverId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x10\n" +
@@ -1025,7 +1039,8 @@ const file_raftstore_peerpb_peer_proto_rawDesc = "" +
 	"cluster_id\x18\x06 \x01(\tR\tclusterId\x12\x1e\n" +
 	"\n" +
 	"generation\x18\a \x01(\x04R\n" +
-	"generation\"E\n" +
+	"generation\x12\x18\n" +
+	"\aprocess\x18\b \x01(\tR\aprocess\"E\n" +
 	"\fJoinResponse\x12\x18\n" +
 	"\aoutcome\x18\x01 \x01(\tR\aoutcome\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\"?\n" +
