@@ -331,6 +331,12 @@ func testAnswerLostAfterASnapshot(t *testing.T, kind LogStore) {
 	if got := n.node.installs.begun(); got != 1 {
 		t.Fatalf("the member was sent %d snapshots, want 1 (the answer to the append of %d..%d was lost)", got, lost[0], lost[1])
 	}
+	snap, _ := strconv.ParseUint(n.node.raft.Stats()["last_snapshot_index"], 10, 64)
+	snapTerm, _ := strconv.ParseUint(n.node.raft.Stats()["last_snapshot_term"], 10, 64)
+	var anchor raft.Log
+	if err := n.node.logs.GetLog(snap, &anchor); err != nil || anchor.Term != snapTerm || lost[0] != snap+1 {
+		t.Fatalf("the member's log at the snapshot's last entry %d (term %d): %v, term %d; the lost append started at %d", snap, snapTerm, err, anchor.Term, lost[0])
+	}
 	if b, _ := n.node.State().Bag(rel, "app"); b == nil || b.Data.Value("after") != "4" {
 		t.Fatalf("the new member lacks after=4 in the application bag")
 	}
