@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -131,6 +132,45 @@ func TestTheLogStoreDecidesWhatAnInstalledSnapshotLeavesOfTheLog(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// failOnce is a log store whose next append fails.
+type failOnce struct {
+	raft.LogStore
+	fail bool
+}
+
+func (f *failOnce) StoreLogs(logs []*raft.Log) error {
+	if f.fail {
+		f.fail = false
+		return fmt.Errorf("append to the raft log: %w", syscall.ENOSPC)
+	}
+	return f.LogStore.StoreLogs(logs)
+}
+
+// An anchor whose append failed (a full disk) goes with the next one.
+func TestAnAnchorWhoseAppendFailedGoesWithTheNext(t *testing.T) {
+	const snap, term = 20, 3
+	inner := &failOnce{LogStore: storeWith(t, 1, 10, func(uint64) uint64 { return 2 }), fail: true}
+	s := &checkedLogStore{LogStore: inner, monotonic: true,
+		installing: func() (uint64, uint64, bool) { return snap, term, true }, onDamage: func(uint64, error) {}}
+	if !s.IsMonotonic() {
+		t.Fatal("a log ending before the snapshot must be removed whole")
+	}
+	if err := s.DeleteRange(1, 10); err != nil {
+		t.Fatal(err)
+	}
+	next := []*raft.Log{{Index: snap + 1, Term: term, Type: raft.LogNoop}}
+	if err := s.StoreLogs(next); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("the first append: %v, want ENOSPC", err)
+	}
+	if err := s.StoreLogs(next); err != nil {
+		t.Fatal(err)
+	}
+	var l raft.Log
+	if err := s.GetLog(snap, &l); err != nil || l.Term != term {
+		t.Fatalf("entry %d after the append that failed and the one that did not: %v, term %d", snap, err, l.Term)
 	}
 }
 

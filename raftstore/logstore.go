@@ -87,7 +87,16 @@ func (s *checkedLogStore) StoreLogs(logs []*raft.Log) error {
 			return fmt.Errorf("refusing to store raft log entry %d: %w", l.Index, err)
 		}
 	}
-	err := s.LogStore.StoreLogs(s.withAnchor(logs))
+	batch := s.withAnchor(logs)
+	err := s.LogStore.StoreLogs(batch)
+	if err != nil && len(batch) > len(logs) {
+		// Not stored: the anchor goes with the next append.
+		s.mu.Lock()
+		if s.anchor == nil {
+			s.anchor = batch[0]
+		}
+		s.mu.Unlock()
+	}
 	if err == nil && len(logs) > 0 {
 		s.mu.Lock()
 		s.keep = 0
