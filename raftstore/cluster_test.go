@@ -51,6 +51,9 @@ type testCluster struct {
 	// names another).
 	logStore LogStore
 
+	// logs keeps the tail of the members' logs (see testWriter).
+	logs *logTail
+
 	mu     sync.Mutex
 	nodes  map[string]*testNode // by pod
 	nextIP int
@@ -65,7 +68,13 @@ type testNode struct {
 }
 
 func newTestCluster(t *testing.T, app string) *testCluster {
-	c := &testCluster{t: t, app: app, root: t.TempDir(), nodes: map[string]*testNode{}, nextIP: 10}
+	c := &testCluster{t: t, app: app, root: t.TempDir(), nodes: map[string]*testNode{}, nextIP: 10, logs: &logTail{}}
+	// Registered first, so run last: after every node stopped.
+	t.Cleanup(func() {
+		if t.Failed() && !testing.Verbose() {
+			t.Logf("the members' last log lines:\n%s", c.logs.String())
+		}
+	})
 	t.Cleanup(c.stopAll)
 	return c
 }
@@ -128,7 +137,7 @@ func (c *testCluster) start(pod string, opts ...nodeOpt) *testNode {
 			Interval: 100 * time.Millisecond, Stabilization: 300 * time.Millisecond,
 			UnhealthyAfter: time.Second, DeadVoterAfter: 3 * time.Second, DeadNonvoterAfter: 3 * time.Second,
 		},
-		Logger:   slog.New(slog.NewTextHandler(testWriter{c.t}, &slog.HandlerOptions{Level: slog.LevelInfo})).With("pod", pod),
+		Logger:   slog.New(slog.NewTextHandler(testWriter{c.t, c.logs}, &slog.HandlerOptions{Level: slog.LevelInfo})).With("pod", pod),
 		LogStore: c.logStore,
 	}
 	for _, o := range opts {
@@ -267,14 +276,45 @@ func (c *testCluster) voters(n *testNode) (voters, nonvoters []string) {
 	return voters, nonvoters
 }
 
-type testWriter struct{ t *testing.T }
+// testWriter passes the members' logs to the test's log with -v, and
+// otherwise keeps their tail, printed if the test fails.
+type testWriter struct {
+	t    *testing.T
+	tail *logTail
+}
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Helper()
 	if testing.Verbose() {
 		w.t.Log(string(p))
+		return len(p), nil
+	}
+	return w.tail.Write(p)
+}
+
+// logTailSize is how much of the members' logs a failed test prints.
+const logTailSize = 64 << 10
+
+// logTail keeps the last logTailSize bytes written to it.
+type logTail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (l *logTail) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	if over := len(l.buf) - logTailSize; over > 0 {
+		l.buf = append(l.buf[:0], l.buf[over:]...)
 	}
 	return len(p), nil
+}
+
+func (l *logTail) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return string(l.buf)
 }
 
 func applyCtx(t *testing.T) context.Context {
