@@ -3,6 +3,8 @@ package raftstore
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -118,3 +120,96 @@ func TestFSMRestoreReplacesAllState(t *testing.T) {
 type nopCloser struct{ *bytes.Reader }
 
 func (nopCloser) Close() error { return nil }
+
+// TestFSMKeepsStateASnapshotCovers: a follower whose log holds the last
+// entry of a snapshot it is sent, and which applied past it, keeps its
+// state (restored, it would go back until raft applied the later entries
+// again); raft then hands on the entries after the snapshot, and the
+// state machine passes over the ones it applied, commands and
+// configurations alike. When the snapshot is newer, it is restored.
+func TestFSMKeepsStateASnapshotCovers(t *testing.T) {
+	entry := func(ops ...*storepb.Op) []byte {
+		t.Helper()
+		data, err := state.EncodeEntry(state.NewCommand(ops...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	log := []*raft.Log{
+		{Index: 1, Type: raft.LogCommand, Data: entry(state.InitClusterOp("app", "cid"))},
+		{Index: 2, Type: raft.LogConfiguration},
+		{Index: 3, Type: raft.LogCommand, Data: entry(state.EnsureRelationOp("peers", "p", true, "", ""))},
+		{Index: 4, Type: raft.LogCommand, Data: entry(state.ClaimUnitOp("m", "p", -1, 0))},
+		{Index: 5, Type: raft.LogConfiguration},
+		{Index: 6, Type: raft.LogCommand, Data: entry(state.EnsureRelationOp("other", "p", true, "", ""))},
+	}
+	// give hands the state machine the entries in, as raft does.
+	give := func(f *FSM, entries ...*raft.Log) {
+		t.Helper()
+		for _, l := range entries {
+			if l.Type == raft.LogConfiguration {
+				f.StoreConfiguration(l.Index, raft.Configuration{Servers: []raft.Server{{ID: raft.ServerID(strconv.FormatUint(l.Index, 10))}}})
+				continue
+			}
+			if res, ok := f.Apply(l).(*storepb.Result); !ok || state.ResultError(res) != nil {
+				t.Fatalf("entry %d: %v", l.Index, res)
+			}
+		}
+	}
+	// The snapshot at entry 3.
+	src := NewFSM(nil)
+	give(src, log[:3]...)
+	var snap bytes.Buffer
+	if err := state.WriteSnapshot(&snap, src.State()); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, covered := range []bool{true, false} {
+		t.Run(fmt.Sprintf("covered=%v", covered), func(t *testing.T) {
+			f := NewFSM(nil)
+			var asked []uint64
+			f.covered = func(applied uint64) bool { asked = append(asked, applied); return covered }
+			var told []string
+			f.onConfiguration = func(c raft.Configuration) { told = append(told, string(c.Servers[0].ID)) }
+			applied := log
+			if !covered {
+				applied = log[:1] // behind the snapshot
+			}
+			give(f, applied...)
+			before := f.State()
+			if err := f.Restore(nopCloser{bytes.NewReader(snap.Bytes())}); err != nil {
+				t.Fatal(err)
+			}
+			if want := applied[len(applied)-1].Index; len(asked) != 1 || asked[0] != want {
+				t.Fatalf("covered was asked %v, want once with %d applied", asked, want)
+			}
+			if covered != (f.State() == before) {
+				t.Fatalf("state at %d after a restore of a snapshot at 3 (before: %d)", f.State().Index(), before.Index())
+			}
+			// raft goes on from the snapshot.
+			told = nil
+			for _, l := range log[3:] {
+				res := f.Apply(l)
+				if l.Type == raft.LogConfiguration {
+					f.StoreConfiguration(l.Index, raft.Configuration{Servers: []raft.Server{{ID: raft.ServerID(strconv.FormatUint(l.Index, 10))}}})
+					continue
+				}
+				r, _ := res.(*storepb.Result)
+				if again := r.GetErrorCode() == storepb.ErrorCode_STALE_RETRY; again != covered {
+					t.Fatalf("entry %d given again: %v", l.Index, r)
+				}
+			}
+			if covered && (f.State() != before || len(told) != 0) {
+				t.Fatalf("entries applied before were applied again: state %p (was %p), configurations %v", f.State(), before, told)
+			}
+			if !covered && (strings.Join(told, ",") != "5" || f.State().Index() != 6) {
+				t.Fatalf("after the restore, configurations %v told, state at %d", told, f.State().Index())
+			}
+			give(f, &raft.Log{Index: 7, Type: raft.LogCommand, Data: entry(state.EnsureRelationOp("new", "p", true, "", ""))})
+			if got := f.State(); got.Index() != 7 || len(got.Relations()) != 3 || len(got.Units()) != 1 {
+				t.Fatalf("after entry 7: index %d, relations %v, units %v", got.Index(), got.Relations(), got.Units())
+			}
+		})
+	}
+}

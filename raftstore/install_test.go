@@ -243,12 +243,17 @@ func TestAFollowerSentASnapshotItsLogRunsPastCatchesUp(t *testing.T) {
 		t.Helper()
 		mustApply(t, n, state.UpdateBagOp(rel, "app", map[string]string{k: strconv.Itoa(v)}))
 	}
+	// last is what the writer's state machine applied: raft's applied
+	// index counts barriers too (reads and proposals write them), which no
+	// state machine sees.
 	everyoneHas := func(what string, last uint64) {
 		t.Helper()
 		eventually(t, 10*time.Second, what, func() error {
 			for _, n := range c.running() {
 				if got := n.node.fsm.appliedIndex(); got < last {
-					return fmt.Errorf("%s applied up to %d of %d", n.pod, got, last)
+					st := n.node.raft.Stats()
+					return fmt.Errorf("%s applied up to %d of %d (raft: commit %s, applied %s, last log %s, snapshot %s)", n.pod, got, last,
+						st["commit_index"], st["applied_index"], st["last_log_index"], st["last_snapshot_index"])
 				}
 			}
 			return nil
@@ -257,7 +262,7 @@ func TestAFollowerSentASnapshotItsLogRunsPastCatchesUp(t *testing.T) {
 	for i := range 20 {
 		write(l.node, "before", i)
 	}
-	everyoneHas("every member to apply the first writes", l.node.raft.AppliedIndex())
+	everyoneHas("every member to apply the first writes", l.node.fsm.appliedIndex())
 	if err := l.node.raft.Snapshot().Error(); err != nil {
 		t.Fatal(err)
 	}
@@ -265,9 +270,22 @@ func TestAFollowerSentASnapshotItsLogRunsPastCatchesUp(t *testing.T) {
 	for i := range 6 {
 		write(l.node, "past", i)
 	}
-	everyoneHas("every member's log to run past the leader's snapshot", l.node.raft.AppliedIndex())
+	everyoneHas("every member's log to run past the leader's snapshot", l.node.fsm.appliedIndex())
 
 	f := c.follower(l)
+	// Its state must not go back to the snapshot's: an entry handed to its
+	// state machine a second time is one it had lost.
+	var again []uint64
+	high := f.node.State().Index()
+	hook := func(l *raft.Log) {
+		mu.Lock()
+		defer mu.Unlock()
+		if l.Index <= high {
+			again = append(again, l.Index)
+		}
+		high = max(high, l.Index)
+	}
+	f.node.fsm.beforeApply.Store(&hook)
 	mu.Lock()
 	refuseOnce = f.node.id
 	mu.Unlock()
@@ -280,9 +298,15 @@ func TestAFollowerSentASnapshotItsLogRunsPastCatchesUp(t *testing.T) {
 		}
 		return nil
 	})
-	everyoneHas("every member, "+f.pod+" too, to apply the writes after the snapshot", l.node.raft.AppliedIndex())
+	everyoneHas("every member, "+f.pod+" too, to apply the writes after the snapshot", l.node.fsm.appliedIndex())
 	if b, _ := f.node.State().Bag(rel, "app"); b == nil || b.Data.Value("after") != "4" {
 		t.Fatalf("%s lacks after=4 in the application bag", f.pod)
+	}
+	mu.Lock()
+	twice := again
+	mu.Unlock()
+	if len(twice) > 0 {
+		t.Fatalf("%s's state went back to the snapshot's: it applied entries %v again", f.pod, twice)
 	}
 
 	// It leads, and what it writes reaches everyone.
@@ -296,7 +320,7 @@ func TestAFollowerSentASnapshotItsLogRunsPastCatchesUp(t *testing.T) {
 		return nil
 	})
 	write(f.node, "led", 1)
-	everyoneHas("every member to apply the write of "+f.pod, f.node.raft.AppliedIndex())
+	everyoneHas("every member to apply the write of "+f.pod, f.node.fsm.appliedIndex())
 	select {
 	case err := <-f.node.Fatal():
 		t.Fatalf("%s stopped: %v", f.pod, err)

@@ -357,6 +357,7 @@ func Open(cfg Config) (*Node, error) {
 	n.fsm.onCorrupt = n.markDamaged
 	n.fsm.m.OnHashPoint = n.hashes.point
 	n.roleChange = make(chan struct{}, 1)
+	n.fsm.covered = n.snapshotCovered
 	n.fsm.onConfiguration = func(c raft.Configuration) {
 		n.book.mergeConfiguration(c)
 		n.suffrage.set(c)
@@ -624,6 +625,20 @@ func (n *Node) CaughtUp(index uint64) bool {
 // covers to the state machine again.
 func (n *Node) StateIndex() uint64 {
 	return max(n.fsm.appliedIndex(), n.lastSnapshotIndex())
+}
+
+// snapshotCovered reports whether the snapshot raft is installing holds
+// nothing a state machine that applied the log up to applied lacks: its
+// log holds the snapshot's last entry, of the snapshot's term, so every
+// entry up to there is the snapshot's (raft's log matching), and it
+// applied that entry or later ones, all committed, so the group's.
+func (n *Node) snapshotCovered(applied uint64) bool {
+	index, term, ok := n.installs.get()
+	if !ok || applied < index {
+		return false
+	}
+	var l raft.Log
+	return n.logs.GetLog(index, &l) == nil && l.Term == term
 }
 
 // lastSnapshotIndex returns the index of the newest snapshot raft has
