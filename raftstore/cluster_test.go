@@ -295,7 +295,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 // logTailSize is how much of the members' logs a failed test prints.
 const logTailSize = 64 << 10
 
-// logTail keeps the last logTailSize bytes written to it.
+// logTail keeps (at least) the last logTailSize bytes written to it.
 type logTail struct {
 	mu  sync.Mutex
 	buf []byte
@@ -305,8 +305,8 @@ func (l *logTail) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.buf = append(l.buf, p...)
-	if over := len(l.buf) - logTailSize; over > 0 {
-		l.buf = append(l.buf[:0], l.buf[over:]...)
+	if len(l.buf) > 2*logTailSize { // trimmed now and then, not at every line
+		l.buf = append(l.buf[:0], l.buf[len(l.buf)-logTailSize:]...)
 	}
 	return len(p), nil
 }
@@ -314,7 +314,7 @@ func (l *logTail) Write(p []byte) (int, error) {
 func (l *logTail) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return string(l.buf)
+	return string(l.buf[max(0, len(l.buf)-logTailSize):])
 }
 
 func applyCtx(t *testing.T) context.Context {

@@ -87,19 +87,13 @@ func (s *checkedLogStore) StoreLogs(logs []*raft.Log) error {
 			return fmt.Errorf("refusing to store raft log entry %d: %w", l.Index, err)
 		}
 	}
-	batch := s.withAnchor(logs)
-	err := s.LogStore.StoreLogs(batch)
-	if err != nil && len(batch) > len(logs) {
-		// Not stored: the anchor goes with the next append.
-		s.mu.Lock()
-		if s.anchor == nil {
-			s.anchor = batch[0]
-		}
-		s.mu.Unlock()
-	}
+	err := s.LogStore.StoreLogs(s.withAnchor(logs))
 	if err == nil && len(logs) > 0 {
+		// Appended after the snapshot: raft no longer needs its last
+		// entry kept, nor an anchor (one that was not stored, a full disk,
+		// goes with the next append).
 		s.mu.Lock()
-		s.keep = 0
+		s.keep, s.anchor = 0, nil
 		s.mu.Unlock()
 	}
 	if s.onWrite != nil {
@@ -149,8 +143,7 @@ func (s *checkedLogStore) IsMonotonic() bool {
 	if !ok {
 		return s.monotonic
 	}
-	var l raft.Log
-	if err := s.LogStore.GetLog(snap, &l); err == nil && l.Term == term {
+	if holdsEntry(s.LogStore, snap, term) {
 		s.mu.Lock()
 		s.keep, s.anchor = snap, nil
 		s.mu.Unlock()
@@ -174,11 +167,10 @@ func (s *checkedLogStore) IsMonotonic() bool {
 }
 
 // withAnchor returns logs with the anchor IsMonotonic set before them, if
-// they start right after it; the anchor is used up either way.
+// they start right after it (StoreLogs drops it once an append is stored).
 func (s *checkedLogStore) withAnchor(logs []*raft.Log) []*raft.Log {
 	s.mu.Lock()
 	a := s.anchor
-	s.anchor = nil
 	s.mu.Unlock()
 	if a == nil || len(logs) == 0 || logs[0].Index != a.Index+1 {
 		return logs
@@ -187,6 +179,12 @@ func (s *checkedLogStore) withAnchor(logs []*raft.Log) []*raft.Log {
 		return logs
 	}
 	return append([]*raft.Log{a}, logs...)
+}
+
+// holdsEntry reports whether logs holds entry index, of term term.
+func holdsEntry(logs raft.LogStore, index, term uint64) bool {
+	var l raft.Log
+	return logs.GetLog(index, &l) == nil && l.Term == term
 }
 
 // DeleteRange removes entries; a compaction (the removal of the first

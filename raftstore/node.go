@@ -637,8 +637,7 @@ func (n *Node) snapshotCovered(applied uint64) bool {
 	if !ok || applied < index {
 		return false
 	}
-	var l raft.Log
-	return n.logs.GetLog(index, &l) == nil && l.Term == term
+	return holdsEntry(n.logs, index, term)
 }
 
 // lastSnapshotIndex returns the index of the newest snapshot raft has
