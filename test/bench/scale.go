@@ -54,7 +54,7 @@ var (
 	scaleLoadLimit   = flag.Duration("scale-load-limit", 15*time.Minute, "scale: longest time spent writing keys; the keys written by then are what the later rows measure")
 	scaleBudget      = flag.Duration("scale-budget", 0, "scale: if > 0, the longest the whole measurement may take; the steps it leaves out are named in a row")
 	scaleSettleLimit = flag.Duration("scale-settle-limit", 15*time.Minute, "scale: longest wait for the hooks to settle after formation and after the load (the measurements then go on)")
-	scaleProfile     = flag.String("scale-profile", "", "scale: directory for CPU profiles of the leader, a voting follower and a non-voter taken over the measured put load (the sidecars need --pprof in -bagkeeper-args); empty takes none")
+	scaleProfile     = flag.String("scale-profile", "", "scale: directory for CPU profiles of the leader, a voting follower and a non-voter taken over the idle window (idle-<role>-<pod>.pprof) and the measured put load (put-<role>-<pod>.pprof); the sidecars need --pprof in -bagkeeper-args; empty takes none")
 )
 
 const (
@@ -548,13 +548,9 @@ func (g *scaleGroup) settle(ctx context.Context, quiet, limit time.Duration) (ti
 	total := 0
 	last := t0
 	for {
-		started := 0
-		for _, l := range g.tails {
-			hs, err := l.next()
-			if err != nil {
-				return 0, "", err
-			}
-			started += len(hs)
+		started, err := g.hooksStarted()
+		if err != nil {
+			return 0, "", err
 		}
 		total += started
 		g.settledHooks = total
@@ -760,22 +756,38 @@ func ensureRelationOn(ctx context.Context, first *bkMember, all []*bkMember, req
 	return 0, fmt.Errorf("scale: ensure relation %s: %w", req.GetEndpoint(), lastErr)
 }
 
+// rolesWait is how long roles asks the members again while none says it
+// leads (an election, or a leader too busy to answer in time).
+const rolesWait = 30 * time.Second
+
 // roles finds the leader, the voting followers and the non-voters.
 func (g *scaleGroup) roles(ctx context.Context) (leader *bkMember, voters, nonvoters []*bkMember, err error) {
-	sts := g.t.statusAll(ctx, true)
 	byID := map[string]*bkMember{}
 	var lr *adminpb.StatusResponse
-	for i, s := range sts {
-		if s.err != nil {
-			continue
+	deadline := time.Now().Add(rolesWait)
+	for {
+		sts := g.t.statusAll(ctx, true)
+		clear(byID)
+		for i, s := range sts {
+			if s.err != nil {
+				continue
+			}
+			byID[s.resp.GetSelf()] = g.t.members[i]
+			if s.isLeader() {
+				leader, lr = g.t.members[i], s.resp
+			}
 		}
-		byID[s.resp.GetSelf()] = g.t.members[i]
-		if s.isLeader() {
-			leader, lr = g.t.members[i], s.resp
+		if leader != nil {
+			break
 		}
-	}
-	if leader == nil {
-		return nil, nil, nil, errors.New("scale: no leader")
+		why := noLeaderWhy(sts)
+		if time.Now().After(deadline) {
+			return nil, nil, nil, fmt.Errorf("scale: no leader for %s: %s", rolesWait, why)
+		}
+		g.env.Progressf("scale: no leader yet: %s", why)
+		if err := sleepCtx(ctx, time.Second); err != nil {
+			return nil, nil, nil, err
+		}
 	}
 	for _, m := range lr.GetMembers() {
 		x := byID[m.GetId()]
@@ -791,6 +803,34 @@ func (g *scaleGroup) roles(ctx context.Context) (leader *bkMember, voters, nonvo
 	return leader, voters, nonvoters, nil
 }
 
+// noLeaderWhy sums up what the members said when none said it leads: how
+// many answered, the leaders and terms they named, the first error.
+func noLeaderWhy(sts []bkStatus) string {
+	named := map[string]int{}
+	failed := 0
+	var first error
+	for _, s := range sts {
+		if s.err != nil {
+			failed++
+			if first == nil {
+				first = s.err
+			}
+			continue
+		}
+		named[fmt.Sprintf("%q in term %d", s.resp.GetLeader(), s.resp.GetTerm())]++
+	}
+	parts := make([]string, 0, len(named))
+	for k, v := range named {
+		parts = append(parts, fmt.Sprintf("%d name %s", v, k))
+	}
+	slices.Sort(parts)
+	why := fmt.Sprintf("%d of %d answered (%s)", len(sts)-failed, len(sts), strings.Join(parts, ", "))
+	if first != nil {
+		why += fmt.Sprintf("; %d did not, first: %v", failed, first)
+	}
+	return why
+}
+
 // idle measures the CPU of the leader, up to 3 voting followers and up to
 // 3 non-voters over window.
 func (g *scaleGroup) idle(ctx context.Context, window time.Duration) (Row, error) {
@@ -802,6 +842,13 @@ func (g *scaleGroup) idle(ctx context.Context, window time.Duration) (Row, error
 	voters, nonvoters = voters[:min(3, len(voters))], nonvoters[:min(3, len(nonvoters))]
 	all := append(append([]*bkMember{leader}, voters...), nonvoters...)
 	g.env.Progressf("scale: measuring idle CPU for %s", window)
+	// What would make the window not idle: hooks that start in it (the
+	// tails are read up to now first) and a change of leader.
+	if _, err := g.hooksStarted(); err != nil {
+		return Row{}, err
+	}
+	term := g.leaderTerm(ctx, leader)
+	profiled := g.profile(ctx, window, "idle")
 	before := make([]procSample, len(all))
 	for i, m := range all {
 		before[i] = readProc(m.proc.Pid())
@@ -819,6 +866,18 @@ func (g *scaleGroup) idle(ctx context.Context, window time.Duration) (Row, error
 		}
 		pct[i] = fmt.Sprintf("%s %.2f%%", m.pod, p)
 	}
+	if err := profiled(); err != nil {
+		return Row{}, err
+	}
+	hooks, err := g.hooksStarted()
+	if err != nil {
+		return Row{}, err
+	}
+	termAfter := g.leaderTerm(ctx, leader)
+	quiet := fmt.Sprintf("%d hooks started in the window, the leader's term %d at its start and %d at its end", hooks, term, termAfter)
+	if hooks > 0 || term != termAfter || term == 0 {
+		quiet = "NOT IDLE: " + quiet
+	}
 	list := func(from, to int) string {
 		if from == to {
 			return "none"
@@ -826,11 +885,39 @@ func (g *scaleGroup) idle(ctx context.Context, window time.Duration) (Row, error
 		return strings.Join(pct[from:to], ", ")
 	}
 	value := fmt.Sprintf("leader %.2f%% of a core", leaderPct)
+	if strings.HasPrefix(quiet, "NOT IDLE") {
+		value += "; " + quiet
+	}
 	g.env.Progressf("scale: idle CPU: %s", strings.Join(pct, ", "))
 	return Row{What: fmt.Sprintf("scale: idle CPU, leader with %d followers (%d voters in all)", len(g.t.members)-1, 1+vf), Target: g.t.Name(),
 		Value: value,
-		Note: fmt.Sprintf("utime+stime from /proc/<pid>/stat over %s with nothing written, after the load and its hooks: leader %s; voting followers (%d in all): %s; non-voters (%d in all): %s",
-			window, pct[0], vf, list(1, 1+len(voters)), nv, list(1+len(voters), len(all)))}, nil
+		Note: fmt.Sprintf("utime+stime from /proc/<pid>/stat over %s with nothing written, after the load and its hooks: leader %s; voting followers (%d in all): %s; non-voters (%d in all): %s; %s",
+			window, pct[0], vf, list(1, 1+len(voters)), nv, list(1+len(voters), len(all)), strings.TrimPrefix(quiet, "NOT IDLE: "))}, nil
+}
+
+// hooksStarted reads every member's log up to now and returns how many
+// hooks started since the last read.
+func (g *scaleGroup) hooksStarted() (int, error) {
+	n := 0
+	for _, l := range g.tails {
+		hs, err := l.next()
+		if err != nil {
+			return 0, err
+		}
+		n += len(hs)
+	}
+	return n, nil
+}
+
+// leaderTerm returns the raft term m reports if it still leads, else 0.
+func (g *scaleGroup) leaderTerm(ctx context.Context, m *bkMember) uint64 {
+	sctx, cancel := context.WithTimeout(ctx, g.t.attemptTimeout)
+	defer cancel()
+	resp, err := m.admin.Status(sctx, &adminpb.StatusRequest{SkipProbe: true})
+	if err != nil || resp.GetLeader() != resp.GetSelf() {
+		return 0
+	}
+	return resp.GetTerm()
 }
 
 // putLatency measures 1 writer × 256 B puts to the application bag of
@@ -865,7 +952,7 @@ func (g *scaleGroup) putLatency(ctx context.Context, rel int64, name string, n, 
 	for j, m := range g.t.members {
 		before[j] = readProc(m.proc.Pid())
 	}
-	profiled := g.profilePuts(ctx, *scalePutDuration)
+	profiled := g.profile(ctx, *scalePutDuration, "put")
 	t0 := time.Now()
 	for end := t0.Add(*scalePutDuration); time.Now().Before(end); i++ {
 		d, err := put(i)
@@ -904,12 +991,12 @@ func (g *scaleGroup) putLatency(ctx context.Context, rel int64, name string, n, 
 		Value: fmtRate(float64(s.N)/wall.Seconds(), "commits"), Note: note}, nil
 }
 
-// profilePuts starts, when -scale-profile names a directory, CPU profiles
-// of window on the leader, the first voting follower and the first
+// profile starts, when -scale-profile names a directory, CPU profiles of
+// window on the leader, the first voting follower and the first
 // non-voter, and returns a wait for them that writes
-// put-<role>-<pod>.pprof there (go tool pprof reads them with the
+// <what>-<role>-<pod>.pprof there (go tool pprof reads them with the
 // bagkeeper binary).
-func (g *scaleGroup) profilePuts(ctx context.Context, window time.Duration) (wait func() error) {
+func (g *scaleGroup) profile(ctx context.Context, window time.Duration, what string) (wait func() error) {
 	if *scaleProfile == "" {
 		return func() error { return nil }
 	}
@@ -951,7 +1038,7 @@ func (g *scaleGroup) profilePuts(ctx context.Context, window time.Duration) (wai
 				errs <- fmt.Errorf("profile of %s: %s (is --pprof in -bagkeeper-args?)", tg.m.pod, resp.Status)
 				return
 			}
-			path := filepath.Join(*scaleProfile, fmt.Sprintf("put-%s-%s.pprof", tg.role, tg.m.pod))
+			path := filepath.Join(*scaleProfile, fmt.Sprintf("%s-%s-%s.pprof", what, tg.role, tg.m.pod))
 			f, err := os.Create(path)
 			if err != nil {
 				errs <- err
@@ -962,7 +1049,7 @@ func (g *scaleGroup) profilePuts(ctx context.Context, window time.Duration) (wai
 				err = cerr
 			}
 			if err == nil {
-				g.env.Progressf("scale: CPU profile of the %s (%s) over the put load: %s", tg.role, tg.m.pod, path)
+				g.env.Progressf("scale: CPU profile of the %s (%s), %s: %s", tg.role, tg.m.pod, what, path)
 			}
 			errs <- err
 		}()
