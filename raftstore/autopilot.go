@@ -122,16 +122,17 @@ func (h *healthTracker) alive(id raft.ServerID, now time.Time, unhealthyAfter ti
 
 // pollDue reports whether id is to be polled at now, the leader's commit
 // index being commit, with polls every every, settled members every
-// settledPollFactor × every (see above); mayRest is false for a member
-// that must not count as settled.
-func (h *healthTracker) pollDue(id raft.ServerID, now time.Time, every time.Duration, commit uint64, mayRest bool) bool {
+// settledPollFactor × every (see above); a settled member answered raft
+// within quiet; mayRest is false for a member that must not count as
+// settled.
+func (h *healthTracker) pollDue(id raft.ServerID, now time.Time, every, quiet time.Duration, commit uint64, mayRest bool) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	r := h.records[id]
 	if r == nil || r.polled.IsZero() {
 		return true
 	}
-	settled := mayRest && now.Sub(r.lastOK) <= every && r.applied >= r.commit && r.commit == commit
+	settled := mayRest && now.Sub(r.lastOK) <= quiet && r.applied >= r.commit && r.commit == commit
 	if !settled {
 		return true
 	}
@@ -414,7 +415,11 @@ func (n *Node) pollHealth(ctx context.Context, cfg raft.Configuration, timeout t
 		// A non-voter rests only while no voter is wanted: otherwise its
 		// applied index decides a promotion.
 		mayRest := s.Suffrage == raft.Voter || voters >= n.cfg.Voters
-		if s.ID == n.id || !n.health.pollDue(s.ID, now, a.Interval, commit, mayRest) {
+		quiet := a.Interval
+		if s.Suffrage == raft.Nonvoter {
+			quiet += n.paced.every
+		}
+		if s.ID == n.id || !n.health.pollDue(s.ID, now, a.Interval, quiet, commit, mayRest) {
 			continue
 		}
 		wg.Add(1)

@@ -31,23 +31,40 @@ import (
 //     verification (linearizable reads) sends its heartbeats at once
 //     whatever the pace.
 //   - a non-voter, which never stands for election and only needs to go on
-//     knowing the leader, waits nonVoterTimeoutFactor × the group's
-//     heartbeat timeout before it forgets its leader, and the leader's
-//     transport sends it at most one heartbeat per fifth of that
-//     (pacedTransport): 2.5 a second instead of 10 to 20. Its appends are
-//     batched under a stream of writes (pacedTransport.AppendEntries).
+//     knowing the leader, is sent at most one heartbeat per
+//     nonVoterHeartbeatEvery (1.25 s at the defaults) by the leader's
+//     transport (pacedTransport) instead of 5 to 10 a second, and
+//     forgets its leader after 2.5 of those (nonVoterTimeouts). In a large
+//     application most members are non-voters, and their heartbeats were
+//     most of what an idle leader did. Its appends are batched under a
+//     stream of writes (pacedTransport.AppendEntries). A heartbeat held
+//     for a member that the committed configuration makes a voter
+//     meanwhile goes out at once.
 //
 // followRole reloads raft's timeouts whenever this member's raft state or
 // its suffrage in the committed configuration changes. Nothing is answered
 // for a non-voter: a paced heartbeat is sent later, not skipped, so what
 // raft counts (contact, leader verification) is what the member really
 // answered.
-const nonVoterTimeoutFactor = 4
 
 // nonVoterHeartbeatEvery is the least time between two heartbeats to one
-// non-voter, for a group whose heartbeat timeout is hb.
-func nonVoterHeartbeatEvery(hb time.Duration) time.Duration {
-	return nonVoterTimeoutFactor * hb / 5
+// non-voter, for a group whose heartbeat timeout is hb and which counts a
+// member unhealthy after unhealthyAfter without an answer: 2.5 × hb, but
+// at most half of unhealthyAfter, so that a non-voter answers the leader
+// at least twice before it would count as unhealthy.
+func nonVoterHeartbeatEvery(hb, unhealthyAfter time.Duration) time.Duration {
+	return max(time.Millisecond, min(5*hb/2, unhealthyAfter/2))
+}
+
+// nonVoterTimeouts are the heartbeat and election timeouts a non-voter
+// runs raft with, for a group whose timeouts are hb and election and whose
+// leader heartbeats a non-voter every every: 2.5 × every (it goes on
+// through two missed heartbeats, not three), never shorter than the
+// group's own. Raft forgets its leader between one and two heartbeat
+// timeouts after the last word.
+func nonVoterTimeouts(hb, election, every time.Duration) (time.Duration, time.Duration) {
+	t := 5 * every / 2
+	return max(hb, t), max(election, t)
 }
 
 // idleAppendHold is how many commit timeouts the return of an idle append
@@ -126,6 +143,9 @@ type pacedTransport struct {
 	// while an idle append's return is held (newsWaited).
 	news       chan struct{}
 	newsWaited bool
+	// suffrages is closed (and replaced) when the committed configuration
+	// changes: a held heartbeat to a member it made a voter goes at once.
+	suffrages chan struct{}
 
 	// rpcs is what raft consumes: the requests received, passed on by
 	// relayVotes (see votes.go).
@@ -175,7 +195,7 @@ func (t told) idle(args *raft.AppendEntriesRequest) bool {
 
 func newPacedTransport(t *raft.NetworkTransport, every, appendEvery, idleEvery time.Duration, nonVoter func(raft.ServerID) bool, heard func(), answered func(raft.ServerID), done <-chan struct{}) *pacedTransport {
 	return &pacedTransport{NetworkTransport: t, every: every, appendEvery: appendEvery, idleEvery: idleEvery, nonVoter: nonVoter, heard: heard, answered: answered, done: done,
-		next: map[raft.ServerID]time.Time{}, sent: map[raft.ServerID]int{}, appends: map[raft.ServerID]*appendPace{}, rpcs: make(chan raft.RPC), news: make(chan struct{})}
+		next: map[raft.ServerID]time.Time{}, sent: map[raft.ServerID]int{}, appends: map[raft.ServerID]*appendPace{}, rpcs: make(chan raft.RPC), news: make(chan struct{}), suffrages: make(chan struct{})}
 }
 
 // wrote tells the transport that this member wrote its raft log: the idle
@@ -335,11 +355,6 @@ func (t *pacedTransport) release(id raft.ServerID) {
 	pace.released++
 }
 
-// hold waits d, or until the member stops.
-func (t *pacedTransport) hold(d time.Duration) error {
-	return t.holdUnless(d, nil)
-}
-
 // holdUnless waits d, or until cut is closed or the member stops.
 func (t *pacedTransport) holdUnless(d time.Duration, cut <-chan struct{}) error {
 	if d <= 0 {
@@ -357,27 +372,41 @@ func (t *pacedTransport) holdUnless(d time.Duration, cut <-chan struct{}) error 
 	}
 }
 
-// turn waits until a heartbeat to id may go out and counts it.
+// turn waits until a heartbeat to id may go out and counts it: at once to
+// a voter; to a non-voter once every has passed since the last, or at
+// once when the committed configuration makes it a voter meanwhile.
 func (t *pacedTransport) turn(id raft.ServerID) error {
-	paced := t.nonVoter(id)
 	t.mu.Lock()
 	t.sent[id]++
-	var at time.Time
-	if paced {
-		now := time.Now()
-		at = t.next[id]
-		if at.Before(now) {
-			at = now
+	for {
+		if !t.nonVoter(id) {
+			delete(t.next, id)
+			t.mu.Unlock()
+			return nil
 		}
-		t.next[id] = at.Add(t.every)
-	} else {
-		delete(t.next, id)
+		now := time.Now()
+		at := t.next[id]
+		if !at.After(now) {
+			t.next[id] = now.Add(t.every)
+			t.mu.Unlock()
+			return nil
+		}
+		changed := t.suffrages
+		t.mu.Unlock()
+		if err := t.holdUnless(at.Sub(now), changed); err != nil {
+			return err
+		}
+		t.mu.Lock()
 	}
-	t.mu.Unlock()
-	if !paced {
-		return nil
-	}
-	return t.hold(time.Until(at))
+}
+
+// suffragesChanged wakes the heartbeats held (see turn) to look at their
+// member's suffrage again: the committed configuration changed.
+func (t *pacedTransport) suffragesChanged() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	close(t.suffrages)
+	t.suffrages = make(chan struct{})
 }
 
 // forget drops what is kept for the members keep refuses (members no
@@ -428,8 +457,8 @@ func (n *Node) roleChanged() {
 // roleTimeouts returns the heartbeat and election timeouts raft runs with
 // on this member now: leaderHeartbeatTimeout as the leader; the group's as
 // a voter (or not yet a member); as a non-voter, which never stands for
-// election, nonVoterTimeoutFactor times longer ones. Raft wants the
-// election timeout no shorter than the heartbeat timeout.
+// election, nonVoterTimeouts. Raft wants the election timeout no shorter
+// than the heartbeat timeout.
 func (n *Node) roleTimeouts() (hb, election time.Duration, role string) {
 	hb, election = n.cfg.HeartbeatTimeout, n.cfg.ElectionTimeout
 	switch {
@@ -437,7 +466,8 @@ func (n *Node) roleTimeouts() (hb, election time.Duration, role string) {
 		hb = leaderHeartbeatTimeout(hb, n.cfg.LeaderLeaseTimeout)
 		return hb, max(hb, election), "leader"
 	case n.suffrage.nonVoter(n.id):
-		return nonVoterTimeoutFactor * hb, nonVoterTimeoutFactor * election, "nonvoter"
+		hb, election = nonVoterTimeouts(hb, election, n.paced.every)
+		return hb, election, "nonvoter"
 	}
 	return hb, election, "voter"
 }
@@ -460,6 +490,7 @@ func (n *Node) followRole(ctx context.Context, changed <-chan struct{}) {
 		}
 		n.reloadMu.Unlock()
 		n.paced.forget(func(id raft.ServerID) bool { _, ok := n.suffrage.of(id); return ok })
+		n.paced.suffragesChanged()
 		select {
 		case <-ctx.Done():
 			return

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,7 +30,10 @@ func TestNonVotersGetPacedHeartbeatsAndKeepTheirLeader(t *testing.T) {
 		c.start(p, three)
 	}
 	hb := l.node.cfg.HeartbeatTimeout
-	every := nonVoterHeartbeatEvery(hb)
+	every := l.node.paced.every
+	if want := nonVoterHeartbeatEvery(hb, l.node.cfg.Autopilot.UnhealthyAfter); every != want {
+		t.Fatalf("non-voter heartbeats every %s, want %s", every, want)
+	}
 	timeoutOf := func(n *testNode) time.Duration { return n.node.raft.ReloadableConfig().HeartbeatTimeout }
 	var voters, nonVoters []*testNode
 	eventually(t, 15*time.Second, "3 voters and 2 non-voters, each with the heartbeat timeout of its suffrage", func() error {
@@ -45,7 +49,7 @@ func TestNonVotersGetPacedHeartbeatsAndKeepTheirLeader(t *testing.T) {
 				want = leaderHeartbeatTimeout(hb, l.node.cfg.LeaderLeaseTimeout)
 			case slices.Contains(nvs, string(n.node.ID())):
 				nonVoters = append(nonVoters, n)
-				want = nonVoterTimeoutFactor * hb
+				want, _ = nonVoterTimeouts(hb, l.node.cfg.ElectionTimeout, every)
 			case n != l:
 				voters = append(voters, n)
 			}
@@ -398,5 +402,41 @@ func TestANonVotersOwnWriteIsNotHeldInTheBatch(t *testing.T) {
 	}
 	if got := l.node.paced.paceOf(nv.node.ID()).released - before; got < 5 {
 		t.Fatalf("the leader released the non-voter's appends %d times for its 5 writes", got)
+	}
+}
+
+// TestAHeldHeartbeatGoesOutWhenTheMemberBecomesAVoter: a heartbeat to a
+// non-voter waits for its turn, through changes of the configuration that
+// leave the member a non-voter, and goes out at once when the committed
+// configuration makes it a voter (which then expects raft's pace).
+func TestAHeldHeartbeatGoesOutWhenTheMemberBecomesAVoter(t *testing.T) {
+	var voter atomic.Bool
+	done := make(chan struct{})
+	defer close(done)
+	p := newPacedTransport(nil, time.Hour, 0, 0, func(raft.ServerID) bool { return !voter.Load() }, func() {}, func(raft.ServerID) {}, done)
+	if err := p.turn("nv"); err != nil {
+		t.Fatalf("first heartbeat: %v", err)
+	}
+	turned := make(chan error, 1)
+	go func() { turned <- p.turn("nv") }()
+	// Another member's suffrage changes: the heartbeat goes on waiting.
+	p.suffragesChanged()
+	select {
+	case err := <-turned:
+		t.Fatalf("the second heartbeat to a non-voter went out within the hour (err %v)", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	voter.Store(true)
+	p.suffragesChanged()
+	select {
+	case err := <-turned:
+		if err != nil {
+			t.Fatalf("held heartbeat: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the heartbeat held for a member made a voter did not go out")
+	}
+	if got := p.heartbeatsSent("nv"); got != 2 {
+		t.Fatalf("heartbeats counted: %d, want 2", got)
 	}
 }
