@@ -848,7 +848,7 @@ func (g *scaleGroup) idle(ctx context.Context, window time.Duration) (Row, error
 		return Row{}, err
 	}
 	term := g.leaderTerm(ctx, leader)
-	profiled := g.profile(ctx, window, "idle")
+	profiled := g.profile(ctx, window, "idle", leader, voters, nonvoters)
 	before := make([]procSample, len(all))
 	for i, m := range all {
 		before[i] = readProc(m.proc.Pid())
@@ -875,9 +875,7 @@ func (g *scaleGroup) idle(ctx context.Context, window time.Duration) (Row, error
 	}
 	termAfter := g.leaderTerm(ctx, leader)
 	quiet := fmt.Sprintf("%d hooks started in the window, the leader's term %d at its start and %d at its end", hooks, term, termAfter)
-	if hooks > 0 || term != termAfter || term == 0 {
-		quiet = "NOT IDLE: " + quiet
-	}
+	wasIdle := hooks == 0 && term == termAfter && term != 0
 	list := func(from, to int) string {
 		if from == to {
 			return "none"
@@ -885,14 +883,14 @@ func (g *scaleGroup) idle(ctx context.Context, window time.Duration) (Row, error
 		return strings.Join(pct[from:to], ", ")
 	}
 	value := fmt.Sprintf("leader %.2f%% of a core", leaderPct)
-	if strings.HasPrefix(quiet, "NOT IDLE") {
-		value += "; " + quiet
+	if !wasIdle {
+		value += "; NOT IDLE: " + quiet
 	}
 	g.env.Progressf("scale: idle CPU: %s", strings.Join(pct, ", "))
 	return Row{What: fmt.Sprintf("scale: idle CPU, leader with %d followers (%d voters in all)", len(g.t.members)-1, 1+vf), Target: g.t.Name(),
 		Value: value,
 		Note: fmt.Sprintf("utime+stime from /proc/<pid>/stat over %s with nothing written, after the load and its hooks: leader %s; voting followers (%d in all): %s; non-voters (%d in all): %s; %s",
-			window, pct[0], vf, list(1, 1+len(voters)), nv, list(1+len(voters), len(all)), strings.TrimPrefix(quiet, "NOT IDLE: "))}, nil
+			window, pct[0], vf, list(1, 1+len(voters)), nv, list(1+len(voters), len(all)), quiet)}, nil
 }
 
 // hooksStarted reads every member's log up to now and returns how many
@@ -952,7 +950,7 @@ func (g *scaleGroup) putLatency(ctx context.Context, rel int64, name string, n, 
 	for j, m := range g.t.members {
 		before[j] = readProc(m.proc.Pid())
 	}
-	profiled := g.profile(ctx, *scalePutDuration, "put")
+	profiled := g.profileRoles(ctx, *scalePutDuration, "put")
 	t0 := time.Now()
 	for end := t0.Add(*scalePutDuration); time.Now().Before(end); i++ {
 		d, err := put(i)
@@ -991,18 +989,26 @@ func (g *scaleGroup) putLatency(ctx context.Context, rel int64, name string, n, 
 		Value: fmtRate(float64(s.N)/wall.Seconds(), "commits"), Note: note}, nil
 }
 
-// profile starts, when -scale-profile names a directory, CPU profiles of
-// window on the leader, the first voting follower and the first
-// non-voter, and returns a wait for them that writes
-// <what>-<role>-<pod>.pprof there (go tool pprof reads them with the
-// bagkeeper binary).
-func (g *scaleGroup) profile(ctx context.Context, window time.Duration, what string) (wait func() error) {
+// profileRoles is profile of the roles as the members name them now.
+func (g *scaleGroup) profileRoles(ctx context.Context, window time.Duration, what string) (wait func() error) {
 	if *scaleProfile == "" {
 		return func() error { return nil }
 	}
 	leader, voters, nonvoters, err := g.roles(ctx)
 	if err != nil {
 		return func() error { return err }
+	}
+	return g.profile(ctx, window, what, leader, voters, nonvoters)
+}
+
+// profile starts, when -scale-profile names a directory, CPU profiles of
+// window on the leader, the first voting follower and the first
+// non-voter, and returns a wait for them that writes
+// <what>-<role>-<pod>.pprof there (go tool pprof reads them with the
+// bagkeeper binary).
+func (g *scaleGroup) profile(ctx context.Context, window time.Duration, what string, leader *bkMember, voters, nonvoters []*bkMember) (wait func() error) {
+	if *scaleProfile == "" {
+		return func() error { return nil }
 	}
 	type target struct {
 		role string
