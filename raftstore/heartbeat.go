@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"context"
+	"hash/fnv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,6 +68,49 @@ func nonVoterTimeouts(hb, election, every time.Duration) (time.Duration, time.Du
 	return max(hb, t), max(election, t)
 }
 
+// nonVoterAppendShare is the least interval between two appends to one
+// non-voter under a stream of writes, per non-voter in the group: the
+// leader sends all of them together at most one append per share (125 a
+// second), however many there are. Chosen by measurement (BENCHMARKS.md,
+// 2026-12-07): at 100 members on two cores a fixed 100 ms interval cost a
+// put 4.7 times the 3-member commit time, the non-voters' appends (and
+// their fsyncs) crowding out the voters'; 400 ms cost 1.9 times.
+const nonVoterAppendShare = 8 * time.Millisecond
+
+// appendInterval is the interval between appends to a non-voter under a
+// stream of writes, for a group with nonVoters non-voters whose least
+// interval is base (0: no batching): nonVoters × nonVoterAppendShare, but
+// at least base, and at most most unless base is longer.
+func appendInterval(base time.Duration, nonVoters int, most time.Duration) time.Duration {
+	if base <= 0 {
+		return 0
+	}
+	return max(base, min(time.Duration(nonVoters)*nonVoterAppendShare, most))
+}
+
+// appendSlot is when the held return of an append to id that started at
+// start ends, for an interval every: the first of id's slots (every
+// apart, at an offset of id's own within the interval) at least half an
+// interval after start. Under a stream the next append then starts at the
+// next slot, one interval later; the members' offsets spread the appends
+// to all non-voters over the interval instead of sending them together
+// (they were triggered by the same write), which made the group's disk
+// and the leader's CPU take them all at once, every interval.
+func appendSlot(id raft.ServerID, start time.Time, every time.Duration) time.Time {
+	if every <= 0 {
+		return start
+	}
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	offset := int64(h.Sum64() % uint64(every))
+	from := start.Add(every/2).UnixNano() - offset
+	k := from / int64(every)
+	if k*int64(every) < from {
+		k++
+	}
+	return time.Unix(0, k*int64(every)+offset)
+}
+
 // idleAppendHold is how many commit timeouts the return of an idle append
 // to a non-voter is held (see pacedTransport.AppendEntries): raft's own
 // pace for those is one every one to two commit timeouts.
@@ -84,16 +128,25 @@ func leaderHeartbeatTimeout(hb, lease time.Duration) time.Duration {
 // suffrages is the suffrage of each member in the newest committed
 // configuration.
 type suffrages struct {
-	m atomic.Pointer[map[raft.ServerID]raft.ServerSuffrage]
+	m          atomic.Pointer[map[raft.ServerID]raft.ServerSuffrage]
+	nonVoterNo atomic.Int64
 }
 
 func (s *suffrages) set(cfg raft.Configuration) {
 	m := make(map[raft.ServerID]raft.ServerSuffrage, len(cfg.Servers))
+	n := 0
 	for _, srv := range cfg.Servers {
 		m[srv.ID] = srv.Suffrage
+		if srv.Suffrage == raft.Nonvoter {
+			n++
+		}
 	}
 	s.m.Store(&m)
+	s.nonVoterNo.Store(int64(n))
 }
+
+// nonVoters is the number of non-voters in the committed configuration.
+func (s *suffrages) nonVoters() int { return int(s.nonVoterNo.Load()) }
 
 // of returns id's suffrage and whether id is a member.
 func (s *suffrages) of(id raft.ServerID) (raft.ServerSuffrage, bool) {
@@ -120,16 +173,18 @@ func (s *suffrages) voter(id raft.ServerID) bool {
 
 // pacedTransport is the raft transport with heartbeats to non-voters
 // paced, one at most every every per non-voter, and appends to non-voters
-// paced, one at most every appendEvery. Everything else passes through
+// paced, one at most every appendEvery(). Everything else passes through
 // unchanged.
 type pacedTransport struct {
 	*raft.NetworkTransport
-	every    time.Duration
-	nonVoter func(raft.ServerID) bool
-	done     <-chan struct{} // closed when the member stops
-	// appendEvery is how long the return of an append to a non-voter is
-	// held after it started (0: never); see AppendEntries.
-	appendEvery time.Duration
+	every     time.Duration
+	nonVoter  func(raft.ServerID) bool
+	nonVoters func() int      // how many non-voters the group has
+	done      <-chan struct{} // closed when the member stops
+	// appendBase is the least interval between two appends to a
+	// non-voter under a stream of writes (0: no batching); see
+	// appendEvery and AppendEntries.
+	appendBase time.Duration
 	// idleEvery is how long the return of an append that tells a
 	// non-voter nothing new is held, unless this member writes its log
 	// meanwhile (0: never); see AppendEntries.
@@ -193,9 +248,17 @@ func (t told) idle(args *raft.AppendEntriesRequest) bool {
 		args.PrevLogEntry == t.prev && args.LeaderCommitIndex <= t.commit
 }
 
-func newPacedTransport(t *raft.NetworkTransport, every, appendEvery, idleEvery time.Duration, nonVoter func(raft.ServerID) bool, heard func(), answered func(raft.ServerID), done <-chan struct{}) *pacedTransport {
-	return &pacedTransport{NetworkTransport: t, every: every, appendEvery: appendEvery, idleEvery: idleEvery, nonVoter: nonVoter, heard: heard, answered: answered, done: done,
+func newPacedTransport(t *raft.NetworkTransport, every, appendBase, idleEvery time.Duration, nonVoter func(raft.ServerID) bool, nonVoters func() int, heard func(), answered func(raft.ServerID), done <-chan struct{}) *pacedTransport {
+	return &pacedTransport{NetworkTransport: t, every: every, appendBase: appendBase, idleEvery: idleEvery, nonVoter: nonVoter, nonVoters: nonVoters, heard: heard, answered: answered, done: done,
 		next: map[raft.ServerID]time.Time{}, sent: map[raft.ServerID]int{}, appends: map[raft.ServerID]*appendPace{}, rpcs: make(chan raft.RPC), news: make(chan struct{}), suffrages: make(chan struct{})}
+}
+
+// appendEvery is the interval between appends to a non-voter under a
+// stream of writes now (0: no batching): appendInterval for the group's
+// non-voters, at most the gap between two heartbeats to one (and never
+// more than a second).
+func (t *pacedTransport) appendEvery() time.Duration {
+	return appendInterval(t.appendBase, t.nonVoters(), min(time.Second, t.every))
 }
 
 // wrote tells the transport that this member wrote its raft log: the idle
@@ -238,18 +301,25 @@ func isHeartbeat(req *raft.AppendEntriesRequest) bool {
 // Raft replicates to each follower from one goroutine, one append at a
 // time (no pipeline, see MaxRPCsInFlight), each carrying every entry the
 // leader has that the follower lacks, up to maxAppendEntries. An append to
-// a non-voter is sent at once, and its return is held until appendEvery
-// after it started: the entries written during the hold go out together
-// in the next append. Under a stream of writes a non-voter then gets one
-// append per appendEvery instead of one or two per write (each costs it a
-// wake-up, a decode, an fsync and an apply, and the leader a send and an
-// answer), and learns of a write at most appendEvery plus a round trip
-// after a voter does. Not held: the appends that start within half of
-// appendEvery after a quiet spell (no append returned within appendEvery),
-// so that a lone write and the append that tells its commit (see nudge)
-// go out as fast as to a voter however many appends the write took; and a
+// a non-voter is sent at once, and its return is held until the member's
+// next slot (appendSlot: one interval, appendEvery, apart; at least half
+// an interval after the append started): the entries written during the
+// hold go out together in the next append. Under a stream of writes a
+// non-voter then gets one append per interval instead of one or two per
+// write (each costs it a wake-up, a decode, an fsync and an apply, and the
+// leader a send and an answer), and learns of a write at most an interval
+// plus a round trip after a voter does. The interval grows with the number
+// of non-voters (appendInterval), so that what they cost the leader and
+// the voters under a stream stays bounded, and each member's slots have an
+// offset of their own, so that the appends to the non-voters are spread
+// over the interval. Not held: the appends that start within half of the
+// interval after a quiet spell (no append returned within an interval), so
+// that a lone write and the append that tells its commit (see nudge) go
+// out as fast as to a voter however many appends the write took; and a
 // full append (a member catching up gets its entries as fast as raft
-// sends them). Voters, which commit, are never held.
+// sends them). Voters, which commit, are never held; a hold ends at once
+// when the member becomes one, or when it waits for the leader for a write
+// or a read of its own (release).
 //
 // Raft also sends each follower an append every commit timeout or so when
 // nothing happens (1–2 s by default), telling it nothing new: at a hundred
@@ -292,10 +362,12 @@ func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 		// cuts the hold short too.
 		news = t.news
 		t.newsWaited = true
-	} else if pace.last.IsZero() || start.Sub(pace.last) >= t.appendEvery {
+	}
+	every := t.appendEvery()
+	if !idle && (pace.last.IsZero() || start.Sub(pace.last) >= every) {
 		pace.burst = start // after a quiet spell
 	}
-	held := !idle && t.appendEvery > 0 && nonVoter && start.Sub(pace.burst) >= t.appendEvery/2 &&
+	held := !idle && every > 0 && nonVoter && start.Sub(pace.burst) >= every/2 &&
 		len(args.Entries) < maxAppendEntries
 	t.mu.Unlock()
 
@@ -324,7 +396,7 @@ func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 	case idle && err == nil:
 		herr = t.holdUnless(t.idleEvery, news)
 	case held:
-		herr = t.holdUnless(time.Until(start.Add(t.appendEvery)), wake)
+		herr = t.holdUnless(time.Until(appendSlot(id, start, every)), wake)
 	}
 	if herr != nil && err == nil {
 		err = herr
@@ -341,8 +413,9 @@ func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 
 // release ends the hold of an append to id now (see AppendEntries), and
 // of one under way: the member waits for a write of its own, which the
-// leader just committed, and gets the entries and the commit index with
-// raft's next append instead of the next batch.
+// leader just committed, or for the index of a read of its own, and gets
+// the entries and the commit index with raft's next append instead of the
+// next batch.
 func (t *pacedTransport) release(id raft.ServerID) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -401,12 +474,21 @@ func (t *pacedTransport) turn(id raft.ServerID) error {
 }
 
 // suffragesChanged wakes the heartbeats held (see turn) to look at their
-// member's suffrage again: the committed configuration changed.
+// member's suffrage again, and ends the holds of appends to members that
+// are no longer non-voters: the committed configuration changed.
 func (t *pacedTransport) suffragesChanged() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	close(t.suffrages)
 	t.suffrages = make(chan struct{})
+	// And the held appends to a member the configuration made a voter
+	// return: it counts for commit now.
+	for id, pace := range t.appends {
+		if pace.wake != nil && !t.nonVoter(id) {
+			close(pace.wake)
+			pace.wake = make(chan struct{})
+		}
+	}
 }
 
 // forget drops what is kept for the members keep refuses (members no

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -403,6 +404,26 @@ func TestANonVotersOwnWriteIsNotHeldInTheBatch(t *testing.T) {
 	if got := l.node.paced.paceOf(nv.node.ID()).released - before; got < 5 {
 		t.Fatalf("the leader released the non-voter's appends %d times for its 5 writes", got)
 	}
+
+	// A read that sees every committed write waits until the non-voter
+	// applied the leader's commit index, which the stream keeps ahead of
+	// its batches: the leader releases its appends for that too.
+	before = l.node.paced.paceOf(nv.node.ID()).released
+	slowest = 0
+	for range 5 {
+		t0 := time.Now()
+		if _, err := nv.node.Read(t.Context()); err != nil {
+			t.Fatalf("read on the non-voter: %v", err)
+		}
+		slowest = max(slowest, time.Since(t0))
+	}
+	t.Logf("the non-voter's reads took at most %s (interval %s)", slowest, interval)
+	if slowest >= interval/3 {
+		t.Fatalf("a read on the non-voter took %s under a stream, want well under the interval %s: it waited for the batch", slowest, interval)
+	}
+	if got := l.node.paced.paceOf(nv.node.ID()).released - before; got < 5 {
+		t.Fatalf("the leader released the non-voter's appends %d times for its 5 reads", got)
+	}
 }
 
 // TestAHeldHeartbeatGoesOutWhenTheMemberBecomesAVoter: a heartbeat to a
@@ -413,7 +434,7 @@ func TestAHeldHeartbeatGoesOutWhenTheMemberBecomesAVoter(t *testing.T) {
 	var voter atomic.Bool
 	done := make(chan struct{})
 	defer close(done)
-	p := newPacedTransport(nil, time.Hour, 0, 0, func(raft.ServerID) bool { return !voter.Load() }, func() {}, func(raft.ServerID) {}, done)
+	p := newPacedTransport(nil, time.Hour, 0, 0, func(raft.ServerID) bool { return !voter.Load() }, func() int { return 1 }, func() {}, func(raft.ServerID) {}, done)
 	if err := p.turn("nv"); err != nil {
 		t.Fatalf("first heartbeat: %v", err)
 	}
@@ -438,5 +459,132 @@ func TestAHeldHeartbeatGoesOutWhenTheMemberBecomesAVoter(t *testing.T) {
 	}
 	if got := p.heartbeatsSent("nv"); got != 2 {
 		t.Fatalf("heartbeats counted: %d, want 2", got)
+	}
+}
+
+// TestAppendIntervalGrowsWithTheNonVoters: the interval between appends to
+// a non-voter under a stream is the configured one for a few non-voters,
+// grows by nonVoterAppendShare per non-voter beyond that, stops at the
+// most given, and is never shorter than the configured one; 0 stays 0 (no
+// batching).
+func TestAppendIntervalGrowsWithTheNonVoters(t *testing.T) {
+	for _, tc := range []struct {
+		base      time.Duration
+		nonVoters int
+		most      time.Duration
+		want      time.Duration
+	}{
+		{100 * time.Millisecond, 0, time.Second, 100 * time.Millisecond},
+		{100 * time.Millisecond, 12, time.Second, 100 * time.Millisecond},
+		{100 * time.Millisecond, 25, time.Second, 200 * time.Millisecond},
+		{100 * time.Millisecond, 95, time.Second, 760 * time.Millisecond},
+		{100 * time.Millisecond, 500, time.Second, time.Second},
+		{100 * time.Millisecond, 95, 500 * time.Millisecond, 500 * time.Millisecond},
+		{2 * time.Second, 95, time.Second, 2 * time.Second},
+		{0, 95, time.Second, 0},
+	} {
+		if got := appendInterval(tc.base, tc.nonVoters, tc.most); got != tc.want {
+			t.Errorf("appendInterval(%s, %d, %s) = %s, want %s", tc.base, tc.nonVoters, tc.most, got, tc.want)
+		}
+	}
+}
+
+// TestAppendSlotsSpreadTheNonVoters: a held append returns at its member's
+// next slot, between half an interval and an interval and a half after it
+// started; an append that starts at a slot returns at the next one, an
+// interval later; and the slots of a hundred members that start together
+// are spread over the interval rather than falling together.
+func TestAppendSlotsSpreadTheNonVoters(t *testing.T) {
+	const every = 760 * time.Millisecond
+	start := time.Unix(1_800_000_000, 123_456_789)
+	var offsets []time.Duration
+	for i := range 100 {
+		id := raft.ServerID(fmt.Sprintf("app-%d-%08x", i, i*7919))
+		slot := appendSlot(id, start, every)
+		if d := slot.Sub(start); d < every/2 || d >= every/2+every {
+			t.Fatalf("%s: slot %s after the start, want within [%s, %s)", id, d, every/2, every/2+every)
+		}
+		if next := appendSlot(id, slot, every); next.Sub(slot) != every {
+			t.Fatalf("%s: an append that starts at its slot returns %s later, want %s", id, next.Sub(slot), every)
+		}
+		offsets = append(offsets, time.Duration(slot.UnixNano()%int64(every)))
+	}
+	slices.Sort(offsets)
+	gap := offsets[0] + every - offsets[len(offsets)-1]
+	for i := 1; i < len(offsets); i++ {
+		gap = max(gap, offsets[i]-offsets[i-1])
+	}
+	// A hundred offsets at random leave no gap near a quarter of the
+	// interval (the largest is about 5 % of it).
+	if gap > every/4 {
+		t.Fatalf("the slots of 100 members leave %s of the %s interval without an append", gap, every)
+	}
+	if got := appendSlot("x", start, 0); !got.Equal(start) {
+		t.Fatalf("no interval: slot %s, want the start", got)
+	}
+}
+
+// TestAHeldAppendReturnsWhenTheMemberBecomesAVoter: the return of an
+// append to a non-voter, held for the batch, is not cut short by a change
+// of the configuration that leaves the member a non-voter, and is at once
+// when the committed configuration makes it a voter: it counts for commit
+// now.
+func TestAHeldAppendReturnsWhenTheMemberBecomesAVoter(t *testing.T) {
+	serve := func(addr string) *raft.NetworkTransport {
+		tr, err := raft.NewTCPTransport(addr, nil, 2, 10*time.Second, io.Discard)
+		if err != nil {
+			t.Fatalf("transport: %v", err)
+		}
+		t.Cleanup(func() { tr.Close() })
+		return tr
+	}
+	target := serve("127.0.0.1:0")
+	stopServing, served := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(served)
+		for {
+			select {
+			case rpc := <-target.Consumer():
+				rpc.Respond(&raft.AppendEntriesResponse{Success: true, LastLog: 2}, nil)
+			case <-stopServing:
+				return
+			}
+		}
+	}()
+	defer func() { close(stopServing); <-served }()
+	var voter atomic.Bool
+	done := make(chan struct{})
+	defer close(done)
+	p := newPacedTransport(serve("127.0.0.1:0"), time.Hour, time.Hour, 0, func(raft.ServerID) bool { return !voter.Load() }, func() int { return 1 }, func() {}, func(raft.ServerID) {}, done)
+	// Under a stream: the burst began long ago and the last append
+	// returned just now.
+	p.appends["nv"] = &appendPace{burst: time.Now().Add(-24 * time.Hour), last: time.Now()}
+	returned := make(chan error, 1)
+	go func() {
+		req := &raft.AppendEntriesRequest{Term: 1, PrevLogEntry: 1, PrevLogTerm: 1, LeaderCommitIndex: 1,
+			Entries: []*raft.Log{{Index: 2, Term: 1, Type: raft.LogCommand, Data: []byte("x")}}}
+		returned <- p.AppendEntries("nv", target.LocalAddr(), req, &raft.AppendEntriesResponse{})
+	}()
+	eventually(t, 10*time.Second, "the append to reach the member", func() error {
+		if p.paceOf("nv").told.prev != 2 {
+			return errors.New("not yet answered")
+		}
+		return nil
+	})
+	p.suffragesChanged()
+	select {
+	case err := <-returned:
+		t.Fatalf("an append to a non-voter under a stream returned within the hour's interval (err %v)", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	voter.Store(true)
+	p.suffragesChanged()
+	select {
+	case err := <-returned:
+		if err != nil {
+			t.Fatalf("held append: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the append held for a member made a voter did not return")
 	}
 }

@@ -456,7 +456,7 @@ func Open(cfg Config) (*Node, error) {
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.silence = time.NewTimer(cfg.HeartbeatTimeout)
 	n.leaderCommitDue = time.NewTimer(cfg.Autopilot.Interval)
-	n.paced = newPacedTransport(n.trans, nonVoterHeartbeatEvery(cfg.HeartbeatTimeout, cfg.Autopilot.UnhealthyAfter), max(0, cfg.NonvoterAppendInterval), idleAppendHold*cfg.CommitTimeout, n.suffrage.nonVoter, n.leaderWord,
+	n.paced = newPacedTransport(n.trans, nonVoterHeartbeatEvery(cfg.HeartbeatTimeout, cfg.Autopilot.UnhealthyAfter), max(0, cfg.NonvoterAppendInterval), idleAppendHold*cfg.CommitTimeout, n.suffrage.nonVoter, n.suffrage.nonVoters, n.leaderWord,
 		func(id raft.ServerID) { n.health.answered(id, n.cfg.Now(), n.cfg.Autopilot.UnhealthyAfter) }, n.ctx.Done())
 	n.paced.afterAppend = cfg.afterAppend
 	n.paced.installs = &n.installs

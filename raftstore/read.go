@@ -7,6 +7,7 @@ import (
 
 	"github.com/bagkeeper/bagkeeper/raftstore/peerpb"
 	"github.com/bagkeeper/bagkeeper/raftstore/state"
+	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -64,7 +65,7 @@ func (n *Node) ReadIndex(ctx context.Context) (uint64, error) {
 			return err
 		},
 		remote: func(ctx context.Context, c peerpb.PeerClient) error {
-			r, err := c.ReadIndex(ctx, &peerpb.ReadIndexRequest{})
+			r, err := c.ReadIndex(ctx, &peerpb.ReadIndexRequest{From: string(n.id)})
 			index = r.GetIndex()
 			return err
 		},
@@ -109,13 +110,18 @@ func (s *peerServer) ReadIndex(ctx context.Context, req *peerpb.ReadIndexRequest
 			return err
 		},
 		remote: func(ctx context.Context, c peerpb.PeerClient) error {
-			r, err := c.ReadIndex(ctx, &peerpb.ReadIndexRequest{Hops: req.GetHops() + 1})
+			r, err := c.ReadIndex(ctx, &peerpb.ReadIndexRequest{Hops: req.GetHops() + 1, From: req.GetFrom()})
 			index = r.GetIndex()
 			return err
 		},
 	})
 	if err != nil {
 		return nil, asStatus(err)
+	}
+	if from := req.GetFrom(); from != "" {
+		// The reader waits until it applied the index: a non-voter's
+		// batch would hold it up to an append interval.
+		s.n.paced.release(raft.ServerID(from))
 	}
 	return &peerpb.ReadIndexResponse{Index: index}, nil
 }
