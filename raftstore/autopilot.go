@@ -58,13 +58,17 @@ type healthRecord struct {
 // But the leader's raft hears from every member several times a second
 // anyway (heartbeats, appends), and that is sign of life enough. So a
 // settled member — it answered raft within the last interval, had applied
-// the leader's commit index at its last poll, nothing was committed since,
-// and it is a voter or a non-voter that is not needed as a voter — is
-// polled only every settledPollFactor intervals; every other member every
-// interval. After any write every member is polled again at the next
-// tick, as before (a follower that cannot store what it is sent learns
-// how far behind it is as soon as it was). Its health counts from
-// whichever answer came last.
+// the leader's commit index at its last poll, and either nothing was
+// committed since or the latest append it answered says that it stored
+// what it was sent, at least up to that commit index; and it is a voter or
+// a non-voter that is not needed as a voter — is polled only every
+// settledPollFactor intervals; every other member every interval. A
+// member whose latest append failed (it cannot store what it is sent, or
+// its log does not match) is polled at the next tick, as it was after any
+// write before: it learns from the poll how far behind it is. Under a
+// stream of writes in a group of a hundred, polling every member after
+// every write was a poll per member a second, as much as the appends. Its
+// health counts from whichever answer came last.
 const settledPollFactor = 10
 
 // healthTracker holds the leader's health records. They are reset each time
@@ -123,16 +127,18 @@ func (h *healthTracker) alive(id raft.ServerID, now time.Time, unhealthyAfter ti
 // pollDue reports whether id is to be polled at now, the leader's commit
 // index being commit, with polls every every, settled members every
 // settledPollFactor × every (see above); a settled member answered raft
-// within quiet; mayRest is false for a member that must not count as
-// settled.
-func (h *healthTracker) pollDue(id raft.ServerID, now time.Time, every, quiet time.Duration, commit uint64, mayRest bool) bool {
+// within quiet; stored is the last index of its log as the latest append
+// it answered left it (0: unknown, or that append failed); mayRest is
+// false for a member that must not count as settled.
+func (h *healthTracker) pollDue(id raft.ServerID, now time.Time, every, quiet time.Duration, commit, stored uint64, mayRest bool) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	r := h.records[id]
 	if r == nil || r.polled.IsZero() {
 		return true
 	}
-	settled := mayRest && now.Sub(r.lastOK) <= quiet && r.applied >= r.commit && r.commit == commit
+	settled := mayRest && now.Sub(r.lastOK) <= quiet && r.applied >= r.commit &&
+		(r.commit == commit || stored > 0 && stored >= r.commit)
 	if !settled {
 		return true
 	}
@@ -419,7 +425,7 @@ func (n *Node) pollHealth(ctx context.Context, cfg raft.Configuration, timeout t
 		if s.Suffrage == raft.Nonvoter {
 			quiet += n.paced.every
 		}
-		if s.ID == n.id || !n.health.pollDue(s.ID, now, a.Interval, quiet, commit, mayRest) {
+		if s.ID == n.id || !n.health.pollDue(s.ID, now, a.Interval, quiet, commit, n.paced.stored(s.ID), mayRest) {
 			continue
 		}
 		wg.Add(1)

@@ -155,11 +155,11 @@ func TestSettledMembersArePolledLess(t *testing.T) {
 		{ID: "a/1", Address: "a:1", Suffrage: raft.Voter},
 		{ID: "b/1", Address: "b:1", Suffrage: raft.Voter},
 	}}
-	if !h.pollDue("b/1", at(0), every, every, 50, true) {
+	if !h.pollDue("b/1", at(0), every, every, 50, 0, true) {
 		t.Fatal("a member never polled must be due")
 	}
 	h.answered("b/1", at(100*time.Millisecond), unhealthy)
-	if !h.pollDue("b/1", at(time.Second), every, every, 50, true) {
+	if !h.pollDue("b/1", at(time.Second), every, every, 50, 0, true) {
 		t.Fatal("a member that only answered raft, never a poll, must be due")
 	}
 	h.ok("b/1", at(time.Second), 50, 50, nil, unhealthy)
@@ -169,14 +169,14 @@ func TestSettledMembersArePolledLess(t *testing.T) {
 		if d%every != 0 {
 			continue
 		}
-		due := h.pollDue("b/1", at(d), every, every, 50, true)
+		due := h.pollDue("b/1", at(d), every, every, 50, 0, true)
 		if want := d >= time.Second+settledPollFactor*every-every/2 && d < time.Second+settledPollFactor*every+every; due != want {
 			t.Fatalf("at %s: due %v, want %v", d, due, want)
 		}
-		if !h.pollDue("b/1", at(d), every, every, 50, false) {
+		if !h.pollDue("b/1", at(d), every, every, 50, 0, false) {
 			t.Fatalf("at %s: a member that may not rest must be due every interval", d)
 		}
-		if !h.pollDue("b/1", at(d), every, every, 51, true) {
+		if !h.pollDue("b/1", at(d), every, every, 51, 0, true) {
 			t.Fatalf("at %s: a member polled before the latest commit must be due", d)
 		}
 		if d == 11*time.Second {
@@ -189,16 +189,16 @@ func TestSettledMembersArePolledLess(t *testing.T) {
 	// Behind at its last poll: polled every interval.
 	h.ok("b/1", at(20*time.Second), 60, 61, nil, unhealthy)
 	h.answered("b/1", at(21*time.Second-100*time.Millisecond), unhealthy)
-	if !h.pollDue("b/1", at(21*time.Second), every, every, 61, true) {
+	if !h.pollDue("b/1", at(21*time.Second), every, every, 61, 0, true) {
 		t.Fatal("a member behind at its last poll must be due")
 	}
 	// Caught up, but raft has not heard from it for an interval: due, and
 	// unhealthy once UnhealthyAfter has passed.
 	h.ok("b/1", at(21*time.Second), 61, 61, nil, unhealthy)
-	if h.pollDue("b/1", at(22*time.Second), every, every, 61, true) {
+	if h.pollDue("b/1", at(22*time.Second), every, every, 61, 0, true) {
 		t.Fatal("a settled member answering within the interval must rest")
 	}
-	if !h.pollDue("b/1", at(22*time.Second+time.Millisecond), every, every, 61, true) {
+	if !h.pollDue("b/1", at(22*time.Second+time.Millisecond), every, every, 61, 0, true) {
 		t.Fatal("a member silent to raft for an interval must be due")
 	}
 	if v := h.view(cfg, "a/1", 61, at(25*time.Second), unhealthy); v[1].Healthy {
@@ -210,13 +210,31 @@ func TestSettledMembersArePolledLess(t *testing.T) {
 	const gap = 1250 * time.Millisecond
 	h.ok("c/1", at(35*time.Second), 70, 70, nil, unhealthy)
 	h.answered("c/1", at(40*time.Second-2*time.Second), unhealthy)
-	if h.pollDue("c/1", at(40*time.Second), every, every+gap, 70, true) {
+	if h.pollDue("c/1", at(40*time.Second), every, every+gap, 70, 0, true) {
 		t.Fatal("a settled non-voter heard 2 s ago, heartbeated every 1.25 s, must rest")
 	}
-	if !h.pollDue("c/1", at(40*time.Second), every, every, 70, true) {
+	if !h.pollDue("c/1", at(40*time.Second), every, every, 70, 0, true) {
 		t.Fatal("a member heard 2 s ago must be due when it answers raft within the interval")
 	}
-	if !h.pollDue("c/1", at(40*time.Second+gap), every, every+gap, 70, true) {
+	if !h.pollDue("c/1", at(40*time.Second+gap), every, every+gap, 70, 0, true) {
 		t.Fatal("a non-voter silent to raft for longer than the interval and a gap must be due")
+	}
+
+	// Under a stream of writes (the commit index moved on since the last
+	// poll, at 80): a member whose latest append stored what it was sent,
+	// past that poll's commit index, rests; one whose latest append
+	// failed (0) or that stores nothing new is due at once.
+	h.ok("d/1", at(50*time.Second), 80, 80, nil, unhealthy)
+	h.answered("d/1", at(51*time.Second-100*time.Millisecond), unhealthy)
+	for _, tc := range []struct {
+		stored uint64
+		due    bool
+	}{{95, false}, {80, false}, {0, true}, {79, true}} {
+		if got := h.pollDue("d/1", at(51*time.Second), every, every, 90, tc.stored, true); got != tc.due {
+			t.Fatalf("commit 90, polled at 80, latest append left its log at %d: due %v, want %v", tc.stored, got, tc.due)
+		}
+	}
+	if !h.pollDue("d/1", at(51*time.Second), every, every, 90, 95, false) {
+		t.Fatal("a member that may not rest must be due whatever it stored")
 	}
 }

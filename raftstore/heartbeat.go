@@ -411,6 +411,17 @@ func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 	return err
 }
 
+// stored is the last index of id's log as the latest append it answered
+// left it, or 0 if that append failed or none was sent (see told).
+func (t *pacedTransport) stored(id raft.ServerID) uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p := t.appends[id]; p != nil && p.told.ok {
+		return p.told.prev
+	}
+	return 0
+}
+
 // release ends the hold of an append to id now (see AppendEntries), and
 // of one under way: the member waits for a write of its own, which the
 // leader just committed, or for the index of a read of its own, and gets
