@@ -73,8 +73,11 @@ func nonVoterTimeouts(hb, election, every time.Duration) (time.Duration, time.Du
 // leader sends all of them together at most one append per share (125 a
 // second), however many there are. Chosen by measurement (BENCHMARKS.md,
 // 2026-12-07): at 100 members on two cores a fixed 100 ms interval cost a
-// put 4.7 times the 3-member commit time, the non-voters' appends (and
-// their fsyncs) crowding out the voters'; 400 ms cost 1.9 times.
+// put 4.5–6.5 times the 3-member commit time, the non-voters' appends
+// crowding out the voters' for the CPU (on tmpfs too, so not the disk);
+// with this share (760 ms there) 2.2–2.9 times; half of it (380 ms) was
+// a little slower in three alternating runs (2.65–2.97 against 2.33–2.75
+// times), and sends the non-voters twice as many appends.
 const nonVoterAppendShare = 8 * time.Millisecond
 
 // appendInterval is the interval between appends to a non-voter under a
