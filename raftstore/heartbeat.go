@@ -437,9 +437,15 @@ func (t *pacedTransport) release(id raft.ServerID) {
 	if pace == nil || pace.wake == nil {
 		return
 	}
-	close(pace.wake)
-	pace.wake = make(chan struct{})
+	pace.endHold()
 	pace.released++
+}
+
+// endHold returns the held append to the member at once, and the one
+// under way when it is held; pacedTransport.mu is held.
+func (p *appendPace) endHold() {
+	close(p.wake)
+	p.wake = make(chan struct{})
 }
 
 // holdUnless waits d, or until cut is closed or the member stops.
@@ -499,8 +505,7 @@ func (t *pacedTransport) suffragesChanged() {
 	// return: it counts for commit now.
 	for id, pace := range t.appends {
 		if pace.wake != nil && !t.nonVoter(id) {
-			close(pace.wake)
-			pace.wake = make(chan struct{})
+			pace.endHold()
 		}
 	}
 }

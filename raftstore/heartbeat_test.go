@@ -441,22 +441,8 @@ func TestAHeldHeartbeatGoesOutWhenTheMemberBecomesAVoter(t *testing.T) {
 	turned := make(chan error, 1)
 	go func() { turned <- p.turn("nv") }()
 	// Another member's suffrage changes: the heartbeat goes on waiting.
-	p.suffragesChanged()
-	select {
-	case err := <-turned:
-		t.Fatalf("the second heartbeat to a non-voter went out within the hour (err %v)", err)
-	case <-time.After(50 * time.Millisecond):
-	}
-	voter.Store(true)
-	p.suffragesChanged()
-	select {
-	case err := <-turned:
-		if err != nil {
-			t.Fatalf("held heartbeat: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the heartbeat held for a member made a voter did not go out")
-	}
+	heldUntilVoter(t, p, &voter, turned,
+		"the second heartbeat to a non-voter went out within the hour", "held heartbeat", "the heartbeat held for a member made a voter did not go out")
 	if got := p.heartbeatsSent("nv"); got != 2 {
 		t.Fatalf("heartbeats counted: %d, want 2", got)
 	}
@@ -571,20 +557,30 @@ func TestAHeldAppendReturnsWhenTheMemberBecomesAVoter(t *testing.T) {
 		}
 		return nil
 	})
+	heldUntilVoter(t, p, &voter, returned,
+		"an append to a non-voter under a stream returned within the hour's interval", "held append", "the append held for a member made a voter did not return")
+}
+
+// heldUntilVoter checks that what returns on held (a heartbeat's turn, an
+// append) is still held 50 ms after a change of the configuration that
+// leaves the member a non-voter, and returns without an error within 10 s
+// of the one that makes it a voter (voter set, then suffragesChanged).
+func heldUntilVoter(t *testing.T, p *pacedTransport, voter *atomic.Bool, held <-chan error, early, failed, never string) {
+	t.Helper()
 	p.suffragesChanged()
 	select {
-	case err := <-returned:
-		t.Fatalf("an append to a non-voter under a stream returned within the hour's interval (err %v)", err)
+	case err := <-held:
+		t.Fatalf("%s (err %v)", early, err)
 	case <-time.After(50 * time.Millisecond):
 	}
 	voter.Store(true)
 	p.suffragesChanged()
 	select {
-	case err := <-returned:
+	case err := <-held:
 		if err != nil {
-			t.Fatalf("held append: %v", err)
+			t.Fatalf("%s: %v", failed, err)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("the append held for a member made a voter did not return")
+		t.Fatal(never)
 	}
 }
