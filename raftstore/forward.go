@@ -330,6 +330,9 @@ func (n *Node) watchLeader(ctx context.Context, obs <-chan raft.Observation) {
 					n.log.Info("raft leader changed", "leader", string(d.LeaderID), "address", addr, "previous", string(last))
 				}
 				last = d.LeaderID
+				// A voter's raft timeout depends on whether it names a
+				// leader (roleTimeouts).
+				n.roleChanged()
 			case raft.RaftState:
 				n.leaders.changed()
 				n.roleChanged()

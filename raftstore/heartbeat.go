@@ -213,8 +213,9 @@ type pacedTransport struct {
 	afterAppend func(raft.ServerID, *raft.AppendEntriesRequest, *raft.AppendEntriesResponse) error
 	// installs marks the snapshot raft is installing (see installMark).
 	installs *installMark
-	// heard is told of each heartbeat and append received.
-	heard func()
+	// heard is told of each heartbeat and append received, with the term
+	// of the leader that sent it.
+	heard func(term uint64)
 	// answered is told of each member that answered a heartbeat or an
 	// append this member sent (as the leader).
 	answered func(raft.ServerID)
@@ -251,7 +252,7 @@ func (t told) idle(args *raft.AppendEntriesRequest) bool {
 		args.PrevLogEntry == t.prev && args.LeaderCommitIndex <= t.commit
 }
 
-func newPacedTransport(t *raft.NetworkTransport, every, appendBase, idleEvery time.Duration, nonVoter func(raft.ServerID) bool, nonVoters func() int, heard func(), answered func(raft.ServerID), done <-chan struct{}) *pacedTransport {
+func newPacedTransport(t *raft.NetworkTransport, every, appendBase, idleEvery time.Duration, nonVoter func(raft.ServerID) bool, nonVoters func() int, heard func(term uint64), answered func(raft.ServerID), done <-chan struct{}) *pacedTransport {
 	return &pacedTransport{NetworkTransport: t, every: every, appendBase: appendBase, idleEvery: idleEvery, nonVoter: nonVoter, nonVoters: nonVoters, heard: heard, answered: answered, done: done,
 		next: map[raft.ServerID]time.Time{}, sent: map[raft.ServerID]int{}, appends: map[raft.ServerID]*appendPace{}, rpcs: make(chan raft.RPC), news: make(chan struct{}), suffrages: make(chan struct{})}
 }
@@ -287,7 +288,9 @@ func (t *pacedTransport) SetHeartbeatHandler(cb func(raft.RPC)) {
 	}
 	t.NetworkTransport.SetHeartbeatHandler(func(rpc raft.RPC) {
 		cb(rpc)
-		t.heard()
+		if req, ok := rpc.Command.(*raft.AppendEntriesRequest); ok {
+			t.heard(req.Term)
+		}
 	})
 }
 
@@ -556,10 +559,14 @@ func (n *Node) roleChanged() {
 }
 
 // roleTimeouts returns the heartbeat and election timeouts raft runs with
-// on this member now: leaderHeartbeatTimeout as the leader; the group's as
-// a voter (or not yet a member); as a non-voter, which never stands for
-// election, nonVoterTimeouts. Raft wants the election timeout no shorter
-// than the heartbeat timeout.
+// on this member now: leaderHeartbeatTimeout as the leader; as a voter (or
+// not yet a member) that names a leader, the silence it allows that leader
+// (silence.go: the group's heartbeat timeout while the leader's words come
+// on time), and the group's heartbeat timeout when it names none (a leader
+// that stepped down: it stands again at once, and its voters, which still
+// name it, let it win); as a non-voter, which never stands for election,
+// nonVoterTimeouts. Raft wants the election timeout no shorter than the
+// heartbeat timeout.
 func (n *Node) roleTimeouts() (hb, election time.Duration, role string) {
 	hb, election = n.cfg.HeartbeatTimeout, n.cfg.ElectionTimeout
 	switch {
@@ -570,7 +577,10 @@ func (n *Node) roleTimeouts() (hb, election time.Duration, role string) {
 		hb, election = nonVoterTimeouts(hb, election, n.paced.every)
 		return hb, election, "nonvoter"
 	}
-	return hb, election, "voter"
+	if n.raft.Leader() != "" {
+		hb = n.silenceBound.bound(time.Now())
+	}
+	return hb, max(hb, election), "voter"
 }
 
 // followRole gives this member's raft the timeouts of its role
@@ -579,6 +589,9 @@ func (n *Node) roleTimeouts() (hb, election time.Duration, role string) {
 func (n *Node) followRole(ctx context.Context, changed <-chan struct{}) {
 	for {
 		hb, election, role := n.roleTimeouts()
+		if role == "voter" {
+			n.silenceGiven.Store(int64(hb))
+		}
 		n.reloadMu.Lock()
 		rc := n.raft.ReloadableConfig()
 		if rc.HeartbeatTimeout != hb || rc.ElectionTimeout != election {

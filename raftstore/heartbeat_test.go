@@ -434,7 +434,7 @@ func TestAHeldHeartbeatGoesOutWhenTheMemberBecomesAVoter(t *testing.T) {
 	var voter atomic.Bool
 	done := make(chan struct{})
 	defer close(done)
-	p := newPacedTransport(nil, time.Hour, 0, 0, func(raft.ServerID) bool { return !voter.Load() }, func() int { return 1 }, func() {}, func(raft.ServerID) {}, done)
+	p := newPacedTransport(nil, time.Hour, 0, 0, func(raft.ServerID) bool { return !voter.Load() }, func() int { return 1 }, func(uint64) {}, func(raft.ServerID) {}, done)
 	if err := p.turn("nv"); err != nil {
 		t.Fatalf("first heartbeat: %v", err)
 	}
@@ -541,7 +541,7 @@ func TestAHeldAppendReturnsWhenTheMemberBecomesAVoter(t *testing.T) {
 	var voter atomic.Bool
 	done := make(chan struct{})
 	defer close(done)
-	p := newPacedTransport(serve("127.0.0.1:0"), time.Hour, time.Hour, 0, func(raft.ServerID) bool { return !voter.Load() }, func() int { return 1 }, func() {}, func(raft.ServerID) {}, done)
+	p := newPacedTransport(serve("127.0.0.1:0"), time.Hour, time.Hour, 0, func(raft.ServerID) bool { return !voter.Load() }, func() int { return 1 }, func(uint64) {}, func(raft.ServerID) {}, done)
 	// Under a stream: the burst began long ago and the last append
 	// returned just now.
 	p.appends["nv"] = &appendPace{burst: time.Now().Add(-24 * time.Hour), last: time.Now()}

@@ -238,6 +238,11 @@ type Node struct {
 	// silence wakes watchSilence: a heartbeat timeout after the last word
 	// from a leader (leaderWord).
 	silence *time.Timer
+	// silenceBound is the silence this member allows its leader before it
+	// counts it gone (silence.go); silenceGiven the one raft was last
+	// given as a voter's heartbeat timeout (followRole).
+	silenceBound silenceBound
+	silenceGiven atomic.Int64
 	// silenceWatchOff stops watchSilence from acting (tests).
 	silenceWatchOff atomic.Bool
 	// standNotBefore (Unix ns) is when watchSilence may stand next: an
@@ -455,6 +460,8 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.silence = time.NewTimer(cfg.HeartbeatTimeout)
+	n.silenceBound.base = cfg.HeartbeatTimeout
+	n.silenceGiven.Store(int64(cfg.HeartbeatTimeout))
 	n.leaderCommitDue = time.NewTimer(cfg.Autopilot.Interval)
 	n.paced = newPacedTransport(n.trans, nonVoterHeartbeatEvery(cfg.HeartbeatTimeout, cfg.Autopilot.UnhealthyAfter), max(0, cfg.NonvoterAppendInterval), idleAppendHold*cfg.CommitTimeout, n.suffrage.nonVoter, n.suffrage.nonVoters, n.leaderWord,
 		func(id raft.ServerID) { n.health.answered(id, n.cfg.Now(), n.cfg.Autopilot.UnhealthyAfter) }, n.ctx.Done())

@@ -49,9 +49,12 @@ import (
 
 // voteJudge is what the vote rule needs to know of this member.
 type voteJudge struct {
-	id        raft.ServerID
-	heartbeat time.Duration // the group's heartbeat timeout
-	now       func() time.Time
+	id raft.ServerID
+	// allowed is the silence this member allows its leader (silence.go):
+	// the group's heartbeat timeout, or longer while the leader's words
+	// have been arriving late.
+	allowed func() time.Duration
+	now     func() time.Time
 	// raft's view: state, leader, last contact with it, current term.
 	state       func() raft.RaftState
 	leader      func() raft.ServerAddress
@@ -78,7 +81,7 @@ func (j *voteJudge) silentLeader(candidate raft.ServerID, candidateAddr raft.Ser
 		return 0, false // raft's own rules apply
 	}
 	silent := j.now().Sub(j.lastContact())
-	return silent, silent > j.heartbeat
+	return silent, silent > j.allowed()
 }
 
 // judge handles rpc if the vote rule has something to say: it answers a
@@ -98,8 +101,8 @@ func (j *voteJudge) judge(rpc raft.RPC, decodePeer func([]byte) raft.ServerAddre
 		}
 		resp := &raft.RequestPreVoteResponse{RPCHeader: j.header(), Term: max(req.Term, current)}
 		resp.Granted = req.LastLogTerm > lastTerm || (req.LastLogTerm == lastTerm && req.LastLogIndex >= lastIndex)
-		j.logf("answering a pre-vote: the leader has been silent for longer than the heartbeat timeout",
-			"candidate", string(candidate), "term", req.Term, "granted", resp.Granted, "leader_silent_for", silent.Round(time.Millisecond),
+		j.logf("answering a pre-vote: the leader has been silent for longer than this member allows",
+			"candidate", string(candidate), "term", req.Term, "granted", resp.Granted, "leader_silent_for", silent.Round(time.Millisecond), "allowed", j.allowed().Round(time.Millisecond),
 			"candidate_last_index", req.LastLogIndex, "candidate_last_term", req.LastLogTerm, "last_index", lastIndex, "last_term", lastTerm)
 		if resp.Granted && j.granted != nil {
 			j.granted()
@@ -113,8 +116,8 @@ func (j *voteJudge) judge(rpc raft.RPC, decodePeer func([]byte) raft.ServerAddre
 			return false
 		}
 		req.LeadershipTransfer = true
-		j.logf("passing a vote request on to raft as if no leader were known: the leader has been silent for longer than the heartbeat timeout",
-			"candidate", string(candidate), "term", req.Term, "leader_silent_for", silent.Round(time.Millisecond))
+		j.logf("passing a vote request on to raft as if no leader were known: the leader has been silent for longer than this member allows",
+			"candidate", string(candidate), "term", req.Term, "leader_silent_for", silent.Round(time.Millisecond), "allowed", j.allowed().Round(time.Millisecond))
 	}
 	return false
 }
@@ -132,8 +135,8 @@ func (t *pacedTransport) relayVotes(ctx context.Context, judge *voteJudge) {
 		case <-ctx.Done():
 			return
 		case rpc := <-in:
-			if _, ok := rpc.Command.(*raft.AppendEntriesRequest); ok {
-				t.heard()
+			if req, ok := rpc.Command.(*raft.AppendEntriesRequest); ok {
+				t.heard(req.Term)
 			}
 			if judge.judge(rpc, t.DecodePeer) {
 				continue
@@ -157,7 +160,7 @@ func (t *pacedTransport) relayVotes(ctx context.Context, judge *voteJudge) {
 func (n *Node) voteJudge() *voteJudge {
 	return &voteJudge{
 		id:          n.id,
-		heartbeat:   n.cfg.HeartbeatTimeout,
+		allowed:     func() time.Duration { return n.silenceBound.bound(time.Now()) },
 		now:         time.Now,
 		state:       n.raft.State,
 		leader:      n.raft.Leader,
@@ -199,7 +202,6 @@ func (n *Node) voteJudge() *voteJudge {
 // leader; while it has no part to play (a leader, a non-voter, no leader
 // known) it waits for the next word.
 func (n *Node) watchSilence(ctx context.Context) {
-	hb := n.cfg.HeartbeatTimeout
 	var heard time.Time    // the leader's last word the deadline counts from
 	var deadline time.Time // when to stand if nothing is heard meanwhile
 	for {
@@ -214,7 +216,8 @@ func (n *Node) watchSilence(ctx context.Context) {
 		}
 		if !last.Equal(heard) {
 			heard = last
-			deadline = last.Add(hb + rand.N(hb/2+1))
+			allowed := n.silenceBound.bound(time.Now())
+			deadline = last.Add(allowed + rand.N(allowed/2+1))
 		}
 		now := time.Now()
 		if notBefore := time.Unix(0, n.standNotBefore.Load()); deadline.Before(notBefore) {
@@ -226,13 +229,25 @@ func (n *Node) watchSilence(ctx context.Context) {
 		}
 		n.standForElection(now.Sub(last))
 		heard = time.Time{}
-		n.silence.Reset(hb)
+		n.silence.Reset(n.cfg.HeartbeatTimeout)
 	}
 }
 
-// leaderWord is told of each heartbeat and append this member receives:
-// it puts the silence watch a heartbeat timeout ahead.
-func (n *Node) leaderWord() { n.silence.Reset(n.cfg.HeartbeatTimeout) }
+// leaderWord is told of each heartbeat and append this member receives,
+// with the sender's term: it records the gap since the last word
+// (silence.go) and puts the silence watch a heartbeat timeout ahead. When
+// the silence this member allows its leader has moved by an eighth of a
+// heartbeat timeout or more since raft was given it, followRole gives it
+// to raft again.
+func (n *Node) leaderWord(term uint64) {
+	now := time.Now()
+	n.silenceBound.heard(term, now, n.suffrage.voter(n.id))
+	n.silence.Reset(n.cfg.HeartbeatTimeout)
+	b := n.silenceBound.bound(now)
+	if d := b - time.Duration(n.silenceGiven.Load()); d >= n.cfg.HeartbeatTimeout/8 || -d >= n.cfg.HeartbeatTimeout/8 {
+		n.roleChanged()
+	}
+}
 
 // silenceWatched reports whether watchSilence acts: on a voting follower
 // that names a leader.
@@ -268,7 +283,7 @@ func (n *Node) standForElection(silent time.Duration) {
 		n.log.Warn("could not have raft notice its silent leader", "err", err)
 		return
 	}
-	n.log.Info("standing for election: the leader has been silent for longer than the heartbeat timeout", "leader_silent_for", silent.Round(time.Millisecond))
+	n.log.Info("standing for election: the leader has been silent for longer than this member allows", "leader_silent_for", silent.Round(time.Millisecond), "allowed", n.silenceBound.bound(time.Now()).Round(time.Millisecond))
 	// Raft reads its timeout when it looks, a moment after the change:
 	// put the old one back only once it has heard from its leader, or had
 	// a tenth of the timeout to look.

@@ -146,12 +146,17 @@ func TestStandingPutsRaftsHeartbeatTimeoutBack(t *testing.T) {
 }
 
 // TestTheVoteRule: what the rule does with each request, for a follower
-// whose leader was last heard from at lastHeard (heartbeat timeout 200ms).
+// whose leader was last heard from at lastHeard (heartbeat timeout 200ms,
+// or the longer silence the member allows when the leader's words came
+// late).
 func TestTheVoteRule(t *testing.T) {
 	now := time.Unix(1000, 0)
-	judge := func(lastHeard time.Duration, state raft.RaftState) *voteJudge {
+	judge := func(lastHeard, allowed time.Duration, state raft.RaftState) *voteJudge {
+		if allowed == 0 {
+			allowed = 200 * time.Millisecond
+		}
 		return &voteJudge{
-			id: "me", heartbeat: 200 * time.Millisecond, now: func() time.Time { return now },
+			id: "me", allowed: func() time.Duration { return allowed }, now: func() time.Time { return now },
 			state:       func() raft.RaftState { return state },
 			leader:      func() raft.ServerAddress { return "leader:1" },
 			lastContact: func() time.Time { return now.Add(-lastHeard) },
@@ -173,20 +178,23 @@ func TestTheVoteRule(t *testing.T) {
 		req       *raft.RequestPreVoteRequest
 		answered  bool
 		granted   bool
+		allowed   time.Duration
 	}{
-		{"leader heard within the timeout: raft decides (and refuses)", 150 * time.Millisecond, raft.Follower, preVote("c", 6, 100, 5), false, false},
-		{"leader silent, candidate up to date: granted", 250 * time.Millisecond, raft.Follower, preVote("c", 6, 100, 5), true, true},
-		{"leader silent, candidate's log newer: granted", 250 * time.Millisecond, raft.Follower, preVote("c", 6, 90, 6), true, true},
-		{"leader silent, candidate's log shorter: refused", 250 * time.Millisecond, raft.Follower, preVote("c", 6, 99, 5), true, false},
-		{"leader silent, candidate's last term older: refused", 250 * time.Millisecond, raft.Follower, preVote("c", 6, 200, 4), true, false},
-		{"leader silent, candidate's term older: raft decides", 250 * time.Millisecond, raft.Follower, preVote("c", 4, 100, 5), false, false},
-		{"leader silent, candidate not a voter: raft decides", 250 * time.Millisecond, raft.Follower, preVote("learner", 6, 100, 5), false, false},
-		{"a candidate itself: raft decides", 250 * time.Millisecond, raft.Candidate, preVote("c", 6, 100, 5), false, false},
-		{"the candidate is the leader raft names: raft decides", 250 * time.Millisecond, raft.Follower, preVote("leader", 6, 100, 5), false, false},
+		{"leader heard within the timeout: raft decides (and refuses)", 150 * time.Millisecond, raft.Follower, preVote("c", 6, 100, 5), false, false, 0},
+		{"leader silent, candidate up to date: granted", 250 * time.Millisecond, raft.Follower, preVote("c", 6, 100, 5), true, true, 0},
+		{"leader silent, candidate's log newer: granted", 250 * time.Millisecond, raft.Follower, preVote("c", 6, 90, 6), true, true, 0},
+		{"leader silent, candidate's log shorter: refused", 250 * time.Millisecond, raft.Follower, preVote("c", 6, 99, 5), true, false, 0},
+		{"leader silent, candidate's last term older: refused", 250 * time.Millisecond, raft.Follower, preVote("c", 6, 200, 4), true, false, 0},
+		{"leader silent, candidate's term older: raft decides", 250 * time.Millisecond, raft.Follower, preVote("c", 4, 100, 5), false, false, 0},
+		{"leader silent, candidate not a voter: raft decides", 250 * time.Millisecond, raft.Follower, preVote("learner", 6, 100, 5), false, false, 0},
+		{"a candidate itself: raft decides", 250 * time.Millisecond, raft.Candidate, preVote("c", 6, 100, 5), false, false, 0},
+		{"the candidate is the leader raft names: raft decides", 250 * time.Millisecond, raft.Follower, preVote("leader", 6, 100, 5), false, false, 0},
+		{"leader's words came late, silent for less than allowed: raft decides", 250 * time.Millisecond, raft.Follower, preVote("c", 6, 100, 5), false, false, 400 * time.Millisecond},
+		{"leader's words came late, silent for longer than allowed: granted", 450 * time.Millisecond, raft.Follower, preVote("c", 6, 100, 5), true, true, 400 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ch := make(chan raft.RPCResponse, 1)
-			handled := judge(tc.lastHeard, tc.state).judge(raft.RPC{Command: tc.req, RespChan: ch}, decode)
+			handled := judge(tc.lastHeard, tc.allowed, tc.state).judge(raft.RPC{Command: tc.req, RespChan: ch}, decode)
 			if handled != tc.answered {
 				t.Fatalf("answered here: %v, want %v", handled, tc.answered)
 			}
@@ -207,12 +215,12 @@ func TestTheVoteRule(t *testing.T) {
 		return &raft.RequestVoteRequest{RPCHeader: raft.RPCHeader{ID: []byte("c"), Addr: []byte("c:1")}, Term: 6, LastLogIndex: 100, LastLogTerm: 5}
 	}
 	for _, tc := range []struct {
-		lastHeard time.Duration
-		marked    bool
-	}{{150 * time.Millisecond, false}, {250 * time.Millisecond, true}} {
+		lastHeard, allowed time.Duration
+		marked             bool
+	}{{150 * time.Millisecond, 0, false}, {250 * time.Millisecond, 0, true}, {250 * time.Millisecond, 400 * time.Millisecond, false}} {
 		req := vote()
 		ch := make(chan raft.RPCResponse, 1)
-		if judge(tc.lastHeard, raft.Follower).judge(raft.RPC{Command: req, RespChan: ch}, decode) || len(ch) != 0 {
+		if judge(tc.lastHeard, tc.allowed, raft.Follower).judge(raft.RPC{Command: req, RespChan: ch}, decode) || len(ch) != 0 {
 			t.Fatal("a vote was answered outside raft")
 		}
 		if req.LeadershipTransfer != tc.marked {
