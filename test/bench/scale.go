@@ -54,7 +54,7 @@ var (
 	scaleLoadLimit   = flag.Duration("scale-load-limit", 15*time.Minute, "scale: longest time spent writing keys; the keys written by then are what the later rows measure")
 	scaleBudget      = flag.Duration("scale-budget", 0, "scale: if > 0, the longest the whole measurement may take; the steps it leaves out are named in a row")
 	scaleSettleLimit = flag.Duration("scale-settle-limit", 15*time.Minute, "scale: longest wait for the hooks to settle after formation and after the load (the measurements then go on)")
-	scaleProfile     = flag.String("scale-profile", "", "scale: directory for CPU profiles of the leader, a voting follower and a non-voter taken over the idle window (idle-<role>-<pod>.pprof) and the measured put load (put-<role>-<pod>.pprof); the sidecars need --pprof in -bagkeeper-args; empty takes none")
+	scaleProfile     = flag.String("scale-profile", "", "scale: directory for CPU profiles of the leader, a voting follower and a non-voter taken over the first 20 s of relation creation (relations-<role>-<pod>.pprof), the idle window (idle-<role>-<pod>.pprof) and the measured put load (put-<role>-<pod>.pprof); the sidecars need --pprof in -bagkeeper-args; empty takes none")
 )
 
 const (
@@ -72,6 +72,9 @@ const (
 	scaleValueSize = 100
 	scaleBatch     = 10
 	scaleLoaders   = 4
+	// scaleRelationsProfile is the window of the profiles (-scale-profile)
+	// taken while the relations are made.
+	scaleRelationsProfile = 20 * time.Second
 	// scaleFirstHost is the third octet base of the members' loopback
 	// addresses (127.2.x.y, away from the other experiments' 127.0.0.x).
 	scaleNet = "127.2"
@@ -341,8 +344,9 @@ func (b *bagkeeperTarget) measureScale(ctx context.Context, env *Env) ([]Row, er
 	if err != nil {
 		return stop("the formation's hooks", err)
 	}
+	termFormed := g.term(ctx)
 	rows = append(rows, Row{What: fmt.Sprintf("scale: %d units form one group and are ready", n), Target: name,
-		Value: fmt.Sprintf("formed in %s, all ready in %s, hooks settled in %s (%d hooks started after all were ready)", fmtDuration(formed), fmtDuration(ready), fmtDuration(settled), g.settledHooks) + prefixed("; ", unsettled),
+		Value: fmt.Sprintf("formed in %s, all ready in %s, hooks settled in %s (%d hooks started after all were ready), raft term %d then", fmtDuration(formed), fmtDuration(ready), fmtDuration(settled), g.settledHooks, termFormed) + prefixed("; ", unsettled),
 		Note: fmt.Sprintf("all %d sidecars started at once (pods %s-0 … %s-%d, ordinal units, --bootstrap-expect 3, --voters %d, --peers the first %d members' addresses plus its own); "+
 			"formed: every member in the leader's raft configuration; ready: /readyz 200 on every member; settled: no hook started for 3 s (each unit runs its start hooks and relation-joined/changed for every other unit)",
 			n, scaleApp, scaleApp, n-1, *scaleVoters, scaleSeeds)})
@@ -373,7 +377,7 @@ func (b *bagkeeperTarget) measureScale(ctx context.Context, env *Env) ([]Row, er
 		loaded = fmt.Sprintf("STOPPED by -scale-load-limit with %d of %d keys written", written, *scaleKeys)
 	}
 	rows = append(rows, Row{What: fmt.Sprintf("scale: load %d relations, %d keys (%d units)", nrel, *scaleKeys, n), Target: name,
-		Value: fmt.Sprintf("%s, hooks settled %s later (%d hooks started in that time)", fmtDuration(loadTook), fmtDuration(settled), loadHooks) + prefixed("; ", loaded) + prefixed("; ", unsettled),
+		Value: fmt.Sprintf("%s, hooks settled %s later (%d hooks started in that time), raft term %d → %d", fmtDuration(loadTook), fmtDuration(settled), loadHooks, termFormed, g.term(ctx)) + prefixed("; ", loaded) + prefixed("; ", unsettled),
 		Note: fmt.Sprintf("1 peer relation and %d relations to remote applications (no remote units) made with EnsureRelation, then %d keys of %d-byte values in the application bags of the latter, %d keys per SetBag, %d loaders, through the raft leader's admin socket; "+
 			"every unit runs relation-created for every relation; the leader then holds %d keys, %s of keys and values", nrel-1, *scaleKeys, scaleValueSize, scaleBatch, scaleLoaders, keys, fmtBytes(size))})
 
@@ -609,6 +613,14 @@ func (g *scaleGroup) load(ctx context.Context, nrel, keys int) (peerRel int64, r
 	var wg sync.WaitGroup
 	made.Store(1) // the peer relation
 	stopMade := everyFewSeconds(func() { g.env.Progressf("scale: %d of %d relations made", made.Load(), nrel) })
+	// The relation-created hooks run while the relations are made: the
+	// busiest time of the run, profiled from its start.
+	profiled := g.profileRoles(ctx, scaleRelationsProfile, "relations")
+	defer func() {
+		if perr := profiled(); perr != nil {
+			g.env.Progressf("scale: %v", perr)
+		}
+	}()
 	for range scaleLoaders {
 		wg.Go(func() {
 			for {
@@ -905,6 +917,16 @@ func (g *scaleGroup) hooksStarted() (int, error) {
 		n += len(hs)
 	}
 	return n, nil
+}
+
+// term returns the raft term of the group's leader (each election takes a
+// new term), or 0 if no leader answers.
+func (g *scaleGroup) term(ctx context.Context) uint64 {
+	leader, err := g.t.findLeader(ctx)
+	if err != nil {
+		return 0
+	}
+	return g.leaderTerm(ctx, leader)
 }
 
 // leaderTerm returns the raft term m reports if it still leads, else 0.
