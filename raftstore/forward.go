@@ -68,18 +68,29 @@ func (n *Node) onLeader(ctx context.Context, call leaderCall) error {
 	// odd number, the attempt goes through another member (the others in
 	// turn), after an even one to the leader directly.
 	failed := 0
+	// unanswered counts the attempts the leader did not answer in time:
+	// each doubles the next one's deadline (up to maxAttemptPatience
+	// doublings). On a machine whose CPU is taken a commit can take longer
+	// than one attempt's deadline, and a call whose every attempt was cut
+	// short would never commit: each retry is a new entry behind the
+	// others. A leader that stops is still left as soon as another is
+	// elected (attempt).
+	unanswered := 0
 	for attempt := 1; ; attempt++ {
 		changed := n.leaderChanged()
 		relay := 0
 		if failed%2 == 1 {
 			relay = failed/2 + 1
 		}
-		err := n.attempt(ctx, call, changed, relay)
+		err := n.attempt(ctx, call, changed, relay, min(unanswered, maxAttemptPatience))
 		if err == nil {
 			return nil
 		}
 		if !retryable(err) {
 			return err
+		}
+		if errors.Is(err, errAttemptTimeout) {
+			unanswered++
 		}
 		last = err
 		failed++
@@ -114,9 +125,15 @@ func (n *Node) onLeader(ctx context.Context, call leaderCall) error {
 	}
 }
 
+// maxAttemptPatience is how many times an attempt's deadline may double
+// after attempts the leader did not answer in time (onLeader): 16 ×
+// attemptTimeout, 32 s at the defaults.
+const maxAttemptPatience = 4
+
 // attempt makes one attempt, cancelled when changed is closed: to the
-// leader, or, if relay > 0 or no leader is known, through another member.
-func (n *Node) attempt(ctx context.Context, call leaderCall, changed <-chan struct{}, relay int) error {
+// leader, or, if relay > 0 or no leader is known, through another member,
+// with attemptTimeout doubled patience times.
+func (n *Node) attempt(ctx context.Context, call leaderCall, changed <-chan struct{}, relay, patience int) error {
 	if n.IsLeader() {
 		return call.local(ctx)
 	}
@@ -135,7 +152,7 @@ func (n *Node) attempt(ctx context.Context, call leaderCall, changed <-chan stru
 	if err != nil {
 		return err
 	}
-	timeout := n.attemptTimeout(call.size)
+	timeout := n.attemptTimeout(call.size) << patience
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	moved := make(chan struct{})
