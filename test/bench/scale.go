@@ -344,9 +344,9 @@ func (b *bagkeeperTarget) measureScale(ctx context.Context, env *Env) ([]Row, er
 	if err != nil {
 		return stop("the formation's hooks", err)
 	}
-	termFormed := g.term(ctx)
+	termFormed := termOf(g.term(ctx))
 	rows = append(rows, Row{What: fmt.Sprintf("scale: %d units form one group and are ready", n), Target: name,
-		Value: fmt.Sprintf("formed in %s, all ready in %s, hooks settled in %s (%d hooks started after all were ready), raft term %d then", fmtDuration(formed), fmtDuration(ready), fmtDuration(settled), g.settledHooks, termFormed) + prefixed("; ", unsettled),
+		Value: fmt.Sprintf("formed in %s, all ready in %s, hooks settled in %s (%d hooks started after all were ready), raft term %s then", fmtDuration(formed), fmtDuration(ready), fmtDuration(settled), g.settledHooks, termFormed) + prefixed("; ", unsettled),
 		Note: fmt.Sprintf("all %d sidecars started at once (pods %s-0 … %s-%d, ordinal units, --bootstrap-expect 3, --voters %d, --peers the first %d members' addresses plus its own); "+
 			"formed: every member in the leader's raft configuration; ready: /readyz 200 on every member; settled: no hook started for 3 s (each unit runs its start hooks and relation-joined/changed for every other unit)",
 			n, scaleApp, scaleApp, n-1, *scaleVoters, scaleSeeds)})
@@ -377,7 +377,7 @@ func (b *bagkeeperTarget) measureScale(ctx context.Context, env *Env) ([]Row, er
 		loaded = fmt.Sprintf("STOPPED by -scale-load-limit with %d of %d keys written", written, *scaleKeys)
 	}
 	rows = append(rows, Row{What: fmt.Sprintf("scale: load %d relations, %d keys (%d units)", nrel, *scaleKeys, n), Target: name,
-		Value: fmt.Sprintf("%s, hooks settled %s later (%d hooks started in that time), raft term %d → %d", fmtDuration(loadTook), fmtDuration(settled), loadHooks, termFormed, g.term(ctx)) + prefixed("; ", loaded) + prefixed("; ", unsettled),
+		Value: fmt.Sprintf("%s, hooks settled %s later (%d hooks started in that time), raft term %s → %s", fmtDuration(loadTook), fmtDuration(settled), loadHooks, termFormed, termOf(g.term(ctx))) + prefixed("; ", loaded) + prefixed("; ", unsettled),
 		Note: fmt.Sprintf("1 peer relation and %d relations to remote applications (no remote units) made with EnsureRelation, then %d keys of %d-byte values in the application bags of the latter, %d keys per SetBag, %d loaders, through the raft leader's admin socket; "+
 			"every unit runs relation-created for every relation; the leader then holds %d keys, %s of keys and values", nrel-1, *scaleKeys, scaleValueSize, scaleBatch, scaleLoaders, keys, fmtBytes(size))})
 
@@ -927,6 +927,14 @@ func (g *scaleGroup) term(ctx context.Context) uint64 {
 		return 0
 	}
 	return g.leaderTerm(ctx, leader)
+}
+
+// termOf shows a term from term: "?" for 0 (no leader answered).
+func termOf(term uint64) string {
+	if term == 0 {
+		return "?"
+	}
+	return strconv.FormatUint(term, 10)
 }
 
 // leaderTerm returns the raft term m reports if it still leads, else 0.
