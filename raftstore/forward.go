@@ -68,13 +68,16 @@ func (n *Node) onLeader(ctx context.Context, call leaderCall) error {
 	// odd number, the attempt goes through another member (the others in
 	// turn), after an even one to the leader directly.
 	failed := 0
-	// unanswered counts the attempts the leader did not answer in time:
-	// each doubles the next one's deadline (up to maxAttemptPatience
-	// doublings). On a machine whose CPU is taken a commit can take longer
-	// than one attempt's deadline, and a call whose every attempt was cut
-	// short would never commit: each retry is a new entry behind the
-	// others. A leader that stops is still left as soon as another is
-	// elected (attempt).
+	// unanswered counts the attempts through another member that were not
+	// answered in time either (after one to the leader directly that was
+	// not): each doubles the deadline of the attempts after it (up to
+	// maxAttemptPatience doublings). On a machine whose CPU is taken a
+	// commit can take longer than one attempt's deadline, and a call whose
+	// every attempt was cut short would never commit: each retry is a new
+	// entry behind the others. A leader that only this member cannot reach
+	// is answered for through the other members, within the first
+	// deadline; a leader that stops is left as soon as another is elected
+	// (attempt).
 	unanswered := 0
 	for attempt := 1; ; attempt++ {
 		changed := n.leaderChanged()
@@ -89,7 +92,7 @@ func (n *Node) onLeader(ctx context.Context, call leaderCall) error {
 		if !retryable(err) {
 			return err
 		}
-		if errors.Is(err, errAttemptTimeout) {
+		if relay > 0 && errors.Is(err, errAttemptTimeout) {
 			unanswered++
 		}
 		last = err
