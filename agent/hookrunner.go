@@ -29,6 +29,9 @@ type HookRunnerConfig struct {
 	ToolBinary string
 	Name       string
 	Logger     *slog.Logger
+	// Nice is how much higher than this process's the nice value of the
+	// hooks is (LocalRunner.Nice).
+	Nice int
 	// StopTimeout bounds how long the runner, once told to stop, waits
 	// for the agent to run the stop hook through it (default 30s).
 	StopTimeout time.Duration
@@ -55,7 +58,7 @@ func RunHookRunner(ctx context.Context, cfg HookRunnerConfig) error {
 	}
 	defer conn.Close()
 	client := toolpb.NewHookRunnerClient(conn)
-	runner := LocalRunner{ToolsDir: cfg.ToolsDir, Logger: cfg.Logger}
+	runner := LocalRunner{ToolsDir: cfg.ToolsDir, Logger: cfg.Logger, Nice: cfg.Nice}
 	// Once ctx ends (the container is being stopped), hooks keep running
 	// until the agent has run the stop hook here, or StopTimeout passes.
 	run, stopRun := context.WithCancel(context.Background())

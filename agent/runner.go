@@ -141,6 +141,10 @@ type LocalRunner struct {
 	// KillAfter is how long a hook may run on after ctx ends before it is
 	// killed (default 30s; a stopping pod lets its hook finish).
 	KillAfter time.Duration
+	// Nice is how much higher than this process's the nice value of a hook
+	// is (lower CPU priority; DefaultHookNice); 0 runs it at this
+	// process's.
+	Nice int
 }
 
 // Run runs dispatch if the charm has an executable one, else
@@ -184,7 +188,7 @@ func (r LocalRunner) Run(ctx context.Context, h HookRun) HookResult {
 	} else {
 		out = capture.reader
 	}
-	if err := cmd.Start(); err != nil {
+	if err := startNiced(cmd, r.Nice); err != nil {
 		closeCapture()
 		return HookResult{Err: fmt.Errorf("starting %s: %w", path, err)}
 	}

@@ -80,7 +80,7 @@ func (s *Sidecar) startAgent() error {
 		}
 		changed = ua.watcher.Changes()
 	}
-	var runner agent.Runner = agent.LocalRunner{ToolsDir: toolsDir, Logger: s.log}
+	var runner agent.Runner = agent.LocalRunner{ToolsDir: toolsDir, Logger: s.log, Nice: as.HookNice}
 	if as.RemoteRunner {
 		runner = agent.NewRemoteRunner()
 	}

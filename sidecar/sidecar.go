@@ -229,6 +229,10 @@ type AgentSettings struct {
 	// RemoteRunner: hooks run in another container, by `bagkeeper
 	// hook-runner` connected to Socket, instead of in this process.
 	RemoteRunner bool
+	// HookNice is how much higher than this process's the nice value of
+	// the hooks run in this process is (agent.DefaultHookNice); 0: the
+	// same.
+	HookNice int
 	// AllowedUIDs may use the socket besides this process's user and root.
 	AllowedUIDs []int
 	// PodUID identifies this pod (the downward API's metadata.uid); a new

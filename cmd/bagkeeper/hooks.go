@@ -35,12 +35,14 @@ func defaultHookTool() string {
 func cmdHookRunner(e *env, args []string) error {
 	fs := newFlagSet("hook-runner", hookRunnerUsage)
 	var socket, charmDir, toolsDir, hookTool, name, logLevel string
+	var nice int
 	fs.StringVar(&socket, "agent-socket", "", "the agent's hook tool socket, as this container sees it (`path`, required)")
 	fs.StringVar(&charmDir, "charm-dir", "", "the charm in this container (`dir`, required)")
 	fs.StringVar(&toolsDir, "tools-dir", "", "`dir`ectory for the hook tool symlinks (default: a temporary directory)")
 	fs.StringVar(&hookTool, "hook-tool", defaultHookTool(), "`path` of the hook tool binary the symlinks point at")
 	fs.StringVar(&name, "name", "", "a `name` for this runner in the agent's logs (default: the host name)")
 	fs.StringVar(&logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
+	fs.IntVar(&nice, "hook-nice", agent.DefaultHookNice, "how much lower than this process's the CPU priority of the hooks is (`n`, 0 to 19, added\nto the nice value); 0 runs them at this process's priority")
 	rest, err := parse(e, fs, args)
 	if err != nil {
 		return err
@@ -50,6 +52,9 @@ func cmdHookRunner(e *env, args []string) error {
 	}
 	if socket == "" || charmDir == "" {
 		return usageErrorf("--agent-socket and --charm-dir are required")
+	}
+	if nice < 0 || nice > 19 {
+		return usageErrorf("--hook-nice must be between 0 and 19 (a hook may only get a lower priority than this runner), got %d", nice)
 	}
 	for _, p := range []*string{&socket, &charmDir, &toolsDir, &hookTool} {
 		if *p != "" {
@@ -73,7 +78,7 @@ func cmdHookRunner(e *env, args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	return agent.RunHookRunner(ctx, agent.HookRunnerConfig{Socket: socket, CharmDir: charmDir, ToolsDir: toolsDir, ToolBinary: hookTool, Name: name, Logger: logger.With("runner", name)})
+	return agent.RunHookRunner(ctx, agent.HookRunnerConfig{Socket: socket, CharmDir: charmDir, ToolsDir: toolsDir, ToolBinary: hookTool, Name: name, Logger: logger.With("runner", name), Nice: nice})
 }
 
 const installToolsUsage = `Usage: bagkeeper install-tools [--hook-tool PATH] DIR

@@ -64,6 +64,7 @@ type runFlags struct {
 	hookUIDs                                                           listFlag
 	podUID, podIP, modelName, modelUUID, zone, jujuVersion             string
 	updateStatus, hookRetry                                            time.Duration
+	hookNice                                                           int
 	secretsKeyFile                                                     string
 }
 
@@ -131,6 +132,7 @@ func newRunFlags(e *env) *runFlags {
 	fs.StringVar(&f.zone, "availability-zone", "", "the `zone` hooks see in JUJU_AVAILABILITY_ZONE")
 	fs.StringVar(&f.jujuVersion, "juju-version", "3.6.0", "the `version` hooks see in JUJU_VERSION (ops needs 3.1 or later for application data and dispatch)")
 	fs.DurationVar(&f.updateStatus, "update-status-interval", 5*time.Minute, "how often update-status runs")
+	fs.IntVar(&f.hookNice, "hook-nice", agent.DefaultHookNice, "how much lower than this process's the CPU priority of hooks, actions and exec'd commands is\n(`n`, 0 to 19, added to the nice value): they get what the raft member leaves when the CPU is short;\n0 runs them at this process's priority (with --hook-runner=remote: bagkeeper hook-runner --hook-nice)")
 	fs.DurationVar(&f.hookRetry, "hook-retry-delay", 5*time.Second, "first pause before a failed hook is retried (it doubles, up to 5m)")
 	fs.StringVar(&f.secretsKeyFile, "secrets-key-file", "", "`file` holding the application's secrets key (32 raw bytes, 64 hex digits or base64), the same in every pod:\nJuju secrets are encrypted with it before they are replicated; a pod without the key its\napplication's secrets were sealed with runs no hook and is not ready")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: debug, info, warn or error")
@@ -254,7 +256,10 @@ func (f *runFlags) sidecarConfig(logger *slog.Logger) (sidecar.Config, error) {
 		as := &sidecar.AgentSettings{
 			CharmDir: f.charmDir, ConfigFile: f.charmConfig, Socket: f.agentSocket, ToolsDir: f.toolsDir, ToolBinary: f.hookTool,
 			PodUID: f.podUID, Address: f.podIP, ModelName: f.modelName, ModelUUID: f.modelUUID, AvailabilityZone: f.zone, JujuVersion: f.jujuVersion,
-			UpdateStatusEvery: f.updateStatus, RetryDelay: f.hookRetry,
+			UpdateStatusEvery: f.updateStatus, RetryDelay: f.hookRetry, HookNice: f.hookNice,
+		}
+		if f.hookNice < 0 || f.hookNice > 19 {
+			return c, usageErrorf("--hook-nice must be between 0 and 19 (a hook may only get a lower priority than the sidecar), got %d", f.hookNice)
 		}
 		switch f.hookRunner {
 		case "local":

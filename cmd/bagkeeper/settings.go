@@ -39,7 +39,7 @@ var otherSettings = []string{
 	"endpoint", "interface", "peer", "remote-app", "remote-endpoint", "force",
 	"background", "params", "wait", "unit", "show", "plan", "at-next-start", "survivors", "plan-digest",
 	"agent-socket", "charm-dir", "hook-tool", "log-level", "name", "tools-dir", "to", "charm", "charm-to",
-	"all", "no-tail", "follow", "f",
+	"all", "no-tail", "follow", "f", "hook-nice",
 }
 
 // checkEnvNames refuses a BAGKEEPER_ variable that sets nothing, as the

@@ -80,6 +80,7 @@ func TestBadSettingsAreUsageErrorsNamingTheSource(t *testing.T) {
 		{name: "missing app", args: []string{"--bind", "127.0.0.1:1"}, want: "--app is required"},
 		{name: "bad app", args: []string{"--app", "Bad_App"}, want: "not a valid application name"},
 		{name: "even voters", args: []string{"--app", "x", "--bind", "127.0.0.1:1", "--voters", "4"}, want: "--voters must be odd"},
+		{name: "a hook above the sidecar's priority", args: []string{"--app", "x", "--bind", "127.0.0.1:1", "--charm-dir", "/charm", "--hook-nice", "-5"}, want: "--hook-nice must be between 0 and 19"},
 		{name: "half TLS", args: []string{"--app", "x", "--bind", "127.0.0.1:1", "--tls-cert", "c"}, want: "needs all of --tls-cert"},
 		{name: "unspecified bind without advertise", args: []string{"--app", "x"}, want: "--advertise is required"},
 		{name: "bad log level", args: []string{"--app", "x", "--log-level", "loud"}, want: "--log-level"},

@@ -1,0 +1,79 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bagkeeper/bagkeeper/test/wait"
+)
+
+// niceOf returns the nice value in a /proc/<pid>/stat or
+// /proc/<pid>/task/<tid>/stat file's content (field 19; the command name,
+// field 2, is in parentheses and may hold spaces).
+func niceOf(t *testing.T, stat string) int {
+	t.Helper()
+	fields := strings.Fields(stat[strings.LastIndexByte(stat, ')')+1:])
+	n, err := strconv.Atoi(fields[16]) // field 19 counted from field 3
+	if err != nil {
+		t.Fatalf("no nice value in %q: %v", stat, err)
+	}
+	return n
+}
+
+// processNices returns the nice value of each of this process's threads.
+func processNices(t *testing.T) map[string]int {
+	t.Helper()
+	tasks, err := filepath.Glob("/proc/self/task/*/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, p := range tasks {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue // a thread that ended meanwhile
+		}
+		out[p] = niceOf(t, string(b))
+	}
+	return out
+}
+
+// TestAHookRunsAtALowerPriorityThanTheAgent: a hook (and what it starts)
+// runs with the agent's nice value plus LocalRunner.Nice, capped at 19,
+// and every thread of the agent keeps its own.
+func TestAHookRunsAtALowerPriorityThanTheAgent(t *testing.T) {
+	before := processNices(t)
+	mine := before["/proc/self/task/"+strconv.Itoa(os.Getpid())+"/stat"]
+	for _, tc := range []struct {
+		nice, want int
+	}{{0, mine}, {DefaultHookNice, min(19, mine+DefaultHookNice)}, {19, 19}} {
+		dir := t.TempDir()
+		out := filepath.Join(dir, "stat")
+		res := LocalRunner{Nice: tc.nice}.Run(context.Background(), HookRun{ContextID: "nice", Hook: "install", Dir: dir,
+			Command: "cat /proc/self/stat > " + out, Env: map[string]string{}})
+		if res.Err != nil || res.ExitCode != 0 {
+			t.Fatalf("Nice %d: the hook failed: %v, exit %d", tc.nice, res.Err, res.ExitCode)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := niceOf(t, string(b)); got != tc.want {
+			t.Errorf("Nice %d: the hook's child ran at nice %d, want %d", tc.nice, got, tc.want)
+		}
+	}
+	wait.Until(t, 5*time.Second, "every thread of the agent at its own nice value", func() error {
+		for p, n := range processNices(t) {
+			if was, ok := before[p]; (ok && n != was) || (!ok && n != mine) {
+				return fmt.Errorf("%s runs at nice %d", p, n)
+			}
+		}
+		return nil
+	})
+}
