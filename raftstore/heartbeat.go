@@ -563,10 +563,11 @@ func (n *Node) roleChanged() {
 // not yet a member) that names a leader, the silence it allows that leader
 // (silence.go: the group's heartbeat timeout while the leader's words come
 // on time), and the group's heartbeat timeout when it names none (a leader
-// that stepped down: it stands again at once, and its voters, which still
-// name it, let it win); as a non-voter, which never stands for election,
-// nonVoterTimeouts. Raft wants the election timeout no shorter than the
-// heartbeat timeout.
+// that stepped down stands again one to two of those after it, raft
+// counting from the step-down, mostly before its voters' longer allowance
+// runs out; they, still naming it, let it win); as a non-voter, which
+// never stands for election, nonVoterTimeouts. Raft wants the election
+// timeout no shorter than the heartbeat timeout.
 func (n *Node) roleTimeouts() (hb, election time.Duration, role string) {
 	hb, election = n.cfg.HeartbeatTimeout, n.cfg.ElectionTimeout
 	switch {
