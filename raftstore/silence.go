@@ -56,14 +56,15 @@ type silenceBound struct {
 }
 
 // heard records a word from the leader of term at now, heard as a voter
-// or not: only the gaps between two words heard as a voter count (a
-// non-voter's heartbeats are paced far apart, heartbeat.go).
-func (b *silenceBound) heard(term uint64, now time.Time, voter bool) {
+// or not, and returns the silence allowed from now on (bound): only the
+// gaps between two words heard as a voter count (a non-voter's heartbeats
+// are paced far apart, heartbeat.go).
+func (b *silenceBound) heard(term uint64, now time.Time, voter bool) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !voter {
 		b.term, b.last = 0, time.Time{}
-		return
+		return b.allowed(now)
 	}
 	if term == b.term && !b.last.IsZero() && now.After(b.last) {
 		if g := now.Sub(b.last); g > b.decayed(now) {
@@ -71,6 +72,7 @@ func (b *silenceBound) heard(term uint64, now time.Time, voter bool) {
 		}
 	}
 	b.term, b.last = term, now
+	return b.allowed(now)
 }
 
 // decayed is the longest recent gap as of now; b.mu is held.
@@ -91,5 +93,10 @@ func (b *silenceBound) decayed(now time.Time) time.Duration {
 func (b *silenceBound) bound(now time.Time) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.allowed(now)
+}
+
+// allowed is bound with b.mu held.
+func (b *silenceBound) allowed(now time.Time) time.Duration {
 	return min(maxSilenceFactor*b.base, max(b.base, 2*b.decayed(now)))
 }

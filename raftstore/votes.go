@@ -71,17 +71,17 @@ type voteJudge struct {
 }
 
 // silentLeader reports whether this member is a follower whose raft names
-// a leader other than candidate that it has not heard from for a heartbeat
-// timeout, candidate being a voter.
-func (j *voteJudge) silentLeader(candidate raft.ServerID, candidateAddr raft.ServerAddress) (time.Duration, bool) {
+// a leader other than candidate that it has not heard from for longer than
+// it allows (allowed), candidate being a voter.
+func (j *voteJudge) silentLeader(candidate raft.ServerID, candidateAddr raft.ServerAddress) (silent, allowed time.Duration, ok bool) {
 	if j.state() != raft.Follower || !j.voter(candidate) || candidate == j.id {
-		return 0, false
+		return 0, 0, false
 	}
 	if l := j.leader(); l == "" || l == candidateAddr {
-		return 0, false // raft's own rules apply
+		return 0, 0, false // raft's own rules apply
 	}
-	silent := j.now().Sub(j.lastContact())
-	return silent, silent > j.allowed()
+	silent, allowed = j.now().Sub(j.lastContact()), j.allowed()
+	return silent, allowed, silent > allowed
 }
 
 // judge handles rpc if the vote rule has something to say: it answers a
@@ -90,7 +90,7 @@ func (j *voteJudge) judge(rpc raft.RPC, decodePeer func([]byte) raft.ServerAddre
 	switch req := rpc.Command.(type) {
 	case *raft.RequestPreVoteRequest:
 		candidate := raft.ServerID(req.ID)
-		silent, ok := j.silentLeader(candidate, decodePeer(req.Addr))
+		silent, allowed, ok := j.silentLeader(candidate, decodePeer(req.Addr))
 		if !ok {
 			return false
 		}
@@ -102,7 +102,7 @@ func (j *voteJudge) judge(rpc raft.RPC, decodePeer func([]byte) raft.ServerAddre
 		resp := &raft.RequestPreVoteResponse{RPCHeader: j.header(), Term: max(req.Term, current)}
 		resp.Granted = req.LastLogTerm > lastTerm || (req.LastLogTerm == lastTerm && req.LastLogIndex >= lastIndex)
 		j.logf("answering a pre-vote: the leader has been silent for longer than this member allows",
-			"candidate", string(candidate), "term", req.Term, "granted", resp.Granted, "leader_silent_for", silent.Round(time.Millisecond), "allowed", j.allowed().Round(time.Millisecond),
+			"candidate", string(candidate), "term", req.Term, "granted", resp.Granted, "leader_silent_for", silent.Round(time.Millisecond), "allowed", allowed.Round(time.Millisecond),
 			"candidate_last_index", req.LastLogIndex, "candidate_last_term", req.LastLogTerm, "last_index", lastIndex, "last_term", lastTerm)
 		if resp.Granted && j.granted != nil {
 			j.granted()
@@ -111,13 +111,13 @@ func (j *voteJudge) judge(rpc raft.RPC, decodePeer func([]byte) raft.ServerAddre
 		return true
 	case *raft.RequestVoteRequest:
 		candidate := raft.ServerID(req.ID)
-		silent, ok := j.silentLeader(candidate, decodePeer(req.Addr))
+		silent, allowed, ok := j.silentLeader(candidate, decodePeer(req.Addr))
 		if !ok || req.LeadershipTransfer {
 			return false
 		}
 		req.LeadershipTransfer = true
 		j.logf("passing a vote request on to raft as if no leader were known: the leader has been silent for longer than this member allows",
-			"candidate", string(candidate), "term", req.Term, "leader_silent_for", silent.Round(time.Millisecond), "allowed", j.allowed().Round(time.Millisecond))
+			"candidate", string(candidate), "term", req.Term, "leader_silent_for", silent.Round(time.Millisecond), "allowed", allowed.Round(time.Millisecond))
 	}
 	return false
 }
@@ -240,11 +240,11 @@ func (n *Node) watchSilence(ctx context.Context) {
 // heartbeat timeout or more since raft was given it, followRole gives it
 // to raft again.
 func (n *Node) leaderWord(term uint64) {
-	now := time.Now()
-	n.silenceBound.heard(term, now, n.suffrage.voter(n.id))
+	voter := n.suffrage.voter(n.id)
+	allowed := n.silenceBound.heard(term, time.Now(), voter)
 	n.silence.Reset(n.cfg.HeartbeatTimeout)
-	b := n.silenceBound.bound(now)
-	if d := b - time.Duration(n.silenceGiven.Load()); d >= n.cfg.HeartbeatTimeout/8 || -d >= n.cfg.HeartbeatTimeout/8 {
+	// A non-voter's raft does not run with the allowance (roleTimeouts).
+	if d := allowed - time.Duration(n.silenceGiven.Load()); voter && (d >= n.cfg.HeartbeatTimeout/8 || -d >= n.cfg.HeartbeatTimeout/8) {
 		n.roleChanged()
 	}
 }

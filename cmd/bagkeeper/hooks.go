@@ -32,6 +32,15 @@ func defaultHookTool() string {
 	return filepath.Join(filepath.Dir(exe), "jujuc")
 }
 
+// checkHookNice refuses a --hook-nice outside 0–19: a hook may only get a
+// lower CPU priority than what runs it (than).
+func checkHookNice(n int, than string) error {
+	if n < 0 || n > 19 {
+		return usageErrorf("--hook-nice must be between 0 and 19 (a hook may only get a lower priority than %s), got %d", than, n)
+	}
+	return nil
+}
+
 func cmdHookRunner(e *env, args []string) error {
 	fs := newFlagSet("hook-runner", hookRunnerUsage)
 	var socket, charmDir, toolsDir, hookTool, name, logLevel string
@@ -53,8 +62,8 @@ func cmdHookRunner(e *env, args []string) error {
 	if socket == "" || charmDir == "" {
 		return usageErrorf("--agent-socket and --charm-dir are required")
 	}
-	if nice < 0 || nice > 19 {
-		return usageErrorf("--hook-nice must be between 0 and 19 (a hook may only get a lower priority than this runner), got %d", nice)
+	if err := checkHookNice(nice, "this runner"); err != nil {
+		return err
 	}
 	for _, p := range []*string{&socket, &charmDir, &toolsDir, &hookTool} {
 		if *p != "" {

@@ -258,8 +258,8 @@ func (f *runFlags) sidecarConfig(logger *slog.Logger) (sidecar.Config, error) {
 			PodUID: f.podUID, Address: f.podIP, ModelName: f.modelName, ModelUUID: f.modelUUID, AvailabilityZone: f.zone, JujuVersion: f.jujuVersion,
 			UpdateStatusEvery: f.updateStatus, RetryDelay: f.hookRetry, HookNice: f.hookNice,
 		}
-		if f.hookNice < 0 || f.hookNice > 19 {
-			return c, usageErrorf("--hook-nice must be between 0 and 19 (a hook may only get a lower priority than the sidecar), got %d", f.hookNice)
+		if err := checkHookNice(f.hookNice, "the sidecar"); err != nil {
+			return c, err
 		}
 		switch f.hookRunner {
 		case "local":
