@@ -355,6 +355,10 @@ func (n *Node) runLeader(ctx context.Context) {
 			wasLeader = false
 			continue
 		}
+		if n.handOverUnfitLeadership() {
+			wasLeader = false
+			continue
+		}
 		if !wasLeader {
 			wasLeader = true
 			n.health.reset(n.cfg.Now())
@@ -368,6 +372,31 @@ func (n *Node) runLeader(ctx context.Context) {
 		n.reconcile(ctx)
 		n.checkStates(ctx)
 	}
+}
+
+// handOverUnfitLeadership hands leadership to another voter when this
+// member leads but must not: its raft log cannot be written (a full disk)
+// or is damaged. Raft makes a leader whose append fails step down, but it
+// may win the next election (its own timer can fire first), and then it
+// refuses every call while its small first entry fits on the full disk.
+// It reports whether it tried.
+func (n *Node) handOverUnfitLeadership() bool {
+	var why string
+	if d, ok := n.Damaged(); ok {
+		why = d.String()
+	} else if w, ok := n.WriteFailed(); ok {
+		why = w.String()
+	} else {
+		return false
+	}
+	if n.otherVoters() == 0 {
+		return false
+	}
+	n.log.Warn("this member leads but must not: handing leadership over", "why", why)
+	if err := n.await(n.raft.LeadershipTransfer()); err != nil {
+		n.log.Warn("handing leadership over", "err", err)
+	}
+	return true
 }
 
 // initCluster makes sure the cluster's first command has been applied.

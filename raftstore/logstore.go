@@ -33,7 +33,7 @@ type checkedLogStore struct {
 	// wrapper in between hides the store's IsMonotonic.
 	monotonic bool
 	onDamage  func(index uint64, err error)
-	onWrite   func(err error)
+	onWrite   func(err error, size uint64)
 	// onStored, if set, is told the entries of every append that succeeded.
 	onStored func(logs []*raft.Log)
 
@@ -97,12 +97,22 @@ func (s *checkedLogStore) StoreLogs(logs []*raft.Log) error {
 		s.mu.Unlock()
 	}
 	if s.onWrite != nil {
-		s.onWrite(err)
+		s.onWrite(err, appendSize(logs))
 	}
 	if err == nil && s.onStored != nil {
 		s.onStored(logs)
 	}
 	return err
+}
+
+// appendSize is about the bytes an append of logs writes: each entry's
+// data and extensions, and a record header.
+func appendSize(logs []*raft.Log) uint64 {
+	var n uint64
+	for _, l := range logs {
+		n += uint64(len(l.Data)+len(l.Extensions)) + 32
+	}
+	return n
 }
 
 // errStaleLog is what an append gets once raft's view of the log is wrong.

@@ -10,12 +10,15 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 
 	"github.com/bagkeeper/bagkeeper/raftstore/peerpb"
@@ -104,6 +107,9 @@ type Config struct {
 
 	// wrapLogStore, if set, wraps the raft log store (tests inject faults).
 	wrapLogStore func(raft.LogStore) raft.LogStore
+	// freeSpace, if set, replaces statfs for the bytes free in the raft
+	// directory's file system (tests fake a full disk).
+	freeSpace func(dir string) (uint64, error)
 	// afterAppend, if set, sees every append this member sends and may
 	// change its answer, or lose it by returning an error (tests inject
 	// faults).
@@ -821,6 +827,9 @@ func (n *Node) staleLog(snapshot, last uint64) {
 type WriteFailure struct {
 	Err   string
 	Since time.Time
+	// need is, when an append failed for want of space, the most bytes
+	// such an append held (see logWrite).
+	need uint64
 }
 
 func (w WriteFailure) String() string {
@@ -839,23 +848,82 @@ func (n *Node) WriteFailed() (WriteFailure, bool) {
 	return WriteFailure{}, false
 }
 
-// logWrite records how an append to the raft log went.
-func (n *Node) logWrite(err error) {
+// logWrite records how an append of size bytes to the raft log went.
+//
+// An append that succeeds ends a failure, except one smaller than an
+// append that failed for want of space while the file system still has
+// less room than that one needed: a full disk takes a small append into
+// what is left of a file's last block (a new leader's first entry, a
+// config change), and the member would call itself writable, and flap,
+// while every append of the size that failed still fails.
+func (n *Node) logWrite(err error, size uint64) {
 	if err == nil {
 		if n.paced != nil {
 			n.paced.wrote()
 		}
-		if w := n.writeFailure.Swap(nil); w != nil {
+		w := n.writeFailure.Load()
+		if w == nil {
+			return
+		}
+		if size < w.need && !n.roomFor(w.need) {
+			return
+		}
+		if n.writeFailure.CompareAndSwap(w, nil) {
 			n.log.Info("the raft log can be written again", "failing_since", w.Since.UTC().Format(time.RFC3339))
 		}
 		return
 	}
 	w := &WriteFailure{Err: err.Error(), Since: n.cfg.Now()}
-	if n.writeFailure.CompareAndSwap(nil, w) {
-		// A leader that cannot append steps down by itself (raft does it);
-		// a follower keeps refusing appends, and the leader keeps retrying.
-		n.log.Error("appending to the raft log failed: this member is not ready until it can write again", "err", err)
+	if noSpace(err) {
+		w.need = size
 	}
+	for {
+		old := n.writeFailure.Load()
+		if old == nil {
+			if n.writeFailure.CompareAndSwap(nil, w) {
+				// A leader that cannot append steps down by itself (raft
+				// does it); a follower keeps refusing appends, and the
+				// leader keeps retrying.
+				n.log.Error("appending to the raft log failed: this member is not ready until it can write again", "err", err)
+				return
+			}
+			continue
+		}
+		if old.need >= w.need {
+			return
+		}
+		more := *old
+		more.need = w.need
+		if n.writeFailure.CompareAndSwap(old, &more) {
+			return
+		}
+	}
+}
+
+// noSpace reports whether err is a file system out of space (or of quota).
+func noSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || strings.Contains(err.Error(), syscall.ENOSPC.Error())
+}
+
+// roomFor reports whether the raft directory's file system has need bytes
+// free; when it cannot tell, it says yes.
+func (n *Node) roomFor(need uint64) bool {
+	free := n.cfg.freeSpace
+	if free == nil {
+		free = statfsFree
+	}
+	avail, err := free(n.dir.RaftPath())
+	return err != nil || avail >= need
+}
+
+// statfsFree is the bytes an unprivileged writer may still use in dir's
+// file system.
+func statfsFree(dir string) (uint64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return st.Bavail * uint64(st.Bsize), nil
 }
 
 // trackLeaderCommit asks the leader for its commit index when the leader

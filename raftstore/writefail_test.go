@@ -221,3 +221,112 @@ func TestFollowersApplyTheLeadersOwnWriteWithoutWaitingForAnAppend(t *testing.T)
 		}
 	}
 }
+
+// nearlyFullDisk is a log store on a disk with a little room left while
+// full is set: appends of up to room bytes fit (what a full file system
+// takes into the last block of a file), larger ones fail with ENOSPC.
+type nearlyFullDisk struct {
+	raft.LogStore
+	full *atomic.Bool
+	room uint64
+}
+
+func (d nearlyFullDisk) StoreLog(l *raft.Log) error { return d.StoreLogs([]*raft.Log{l}) }
+
+func (d nearlyFullDisk) StoreLogs(logs []*raft.Log) error {
+	if d.full.Load() && appendSize(logs) > d.room {
+		return fmt.Errorf("append to the raft log: %w", syscall.ENOSPC)
+	}
+	return d.LogStore.StoreLogs(logs)
+}
+
+// TestASmallAppendOnAFullDiskDoesNotEndTheWriteFailure fills the leader's
+// disk but for a little room: its append of a large bag fails and it steps
+// down; the new leader's first entries are small and fit. The old leader
+// must still say it cannot write (and refuse calls), as its file system has
+// no room for what failed, until space returns.
+func TestASmallAppendOnAFullDiskDoesNotEndTheWriteFailure(t *testing.T) {
+	c := newTestCluster(t, "app")
+	full := map[string]*atomic.Bool{}
+	for _, p := range []string{"app-0", "app-1", "app-2"} {
+		full[p] = &atomic.Bool{}
+		flag := full[p]
+		c.start(p, withExpect(3), func(cfg *Config) {
+			cfg.wrapLogStore = func(s raft.LogStore) raft.LogStore {
+				return nearlyFullDisk{LogStore: s, full: flag, room: 1 << 10}
+			}
+			cfg.freeSpace = func(string) (uint64, error) {
+				if flag.Load() {
+					return 512, nil
+				}
+				return 1 << 30, nil
+			}
+		})
+	}
+	l := c.leader(10 * time.Second)
+	rel := mustApply(t, l.node, state.EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
+	mustApply(t, l.node, state.UpdateBagOp(rel, "app", map[string]string{"n": "small"}))
+
+	full[l.pod].Store(true)
+	big := strings.Repeat("x", 8<<10)
+	if _, err := l.node.Apply(applyCtx(t), state.NewCommand(state.UpdateBagOp(rel, "app", map[string]string{"n": big}))); err == nil {
+		t.Fatal("a large write on the full leader succeeded")
+	}
+	var nl *testNode
+	eventually(t, 10*time.Second, "another member to lead", func() error {
+		for _, n := range c.running() {
+			if n != l && n.node.IsLeader() {
+				nl = n
+				return nil
+			}
+		}
+		return errors.New("no other leader")
+	})
+	// The new leader's first entry (and a small write) reach the old one.
+	mustApply(t, nl.node, state.UpdateBagOp(rel, "app", map[string]string{"n": "small again"}))
+	last := nl.node.raft.LastIndex()
+	eventually(t, 10*time.Second, l.pod+" to store the new leader's small entries", func() error {
+		if got := l.node.raft.LastIndex(); got < last {
+			return fmt.Errorf("last index %d of %d", got, last)
+		}
+		return nil
+	})
+	if _, ok := l.node.WriteFailed(); !ok {
+		t.Fatal("a small append that fitted on the full disk ended the write failure")
+	}
+	_, err := l.node.Apply(applyCtx(t), state.NewCommand(state.UpdateBagOp(rel, "app", map[string]string{"via": "full member"})))
+	if !errors.Is(err, ErrCannotWrite) || !strings.Contains(err.Error(), "no space left on device") {
+		t.Fatalf("a write through the full member: %v", err)
+	}
+
+	// Made to lead again (its own timer may fire first after it stepped
+	// down), the full member's small first entry fits: it hands
+	// leadership over rather than lead a group whose every call it
+	// refuses.
+	if err := nl.node.transferOnLeader(l.node.ID(), ""); err != nil {
+		t.Fatalf("handing leadership to the full member: %v", err)
+	}
+	eventually(t, 10*time.Second, "the full member to hand leadership over", func() error {
+		for _, n := range c.running() {
+			if n != l && n.node.IsLeader() {
+				nl = n
+				return nil
+			}
+		}
+		return errors.New("no member but the full one leads")
+	})
+	mustApply(t, nl.node, state.UpdateBagOp(rel, "app", map[string]string{"n": "led by another"}))
+	if _, ok := l.node.WriteFailed(); !ok {
+		t.Fatal("the full member's write failure ended while its disk was full")
+	}
+
+	full[l.pod].Store(false)
+	mustApply(t, nl.node, state.UpdateBagOp(rel, "app", map[string]string{"n": "after"}))
+	eventually(t, 10*time.Second, l.pod+" to write and catch up again", func() error {
+		st := l.node.Status()
+		if st.WriteFailure != nil || !l.node.CaughtUp(st.LeaderCommitIndex) {
+			return fmt.Errorf("write failure %v, applied %d of %d", st.WriteFailure, st.StateIndex, st.LeaderCommitIndex)
+		}
+		return nil
+	})
+}
