@@ -54,7 +54,7 @@ var (
 	scaleLoadLimit   = flag.Duration("scale-load-limit", 15*time.Minute, "scale: longest time spent writing keys; the keys written by then are what the later rows measure")
 	scaleBudget      = flag.Duration("scale-budget", 0, "scale: if > 0, the longest the whole measurement may take; the steps it leaves out are named in a row")
 	scaleSettleLimit = flag.Duration("scale-settle-limit", 15*time.Minute, "scale: longest wait for the hooks to settle after formation and after the load (the measurements then go on)")
-	scaleProfile     = flag.String("scale-profile", "", "scale: directory for CPU profiles of the leader, a voting follower and a non-voter taken over the first 20 s of relation creation (relations-<role>-<pod>.pprof), the idle window (idle-<role>-<pod>.pprof) and the measured put load (put-<role>-<pod>.pprof); the sidecars need --pprof in -bagkeeper-args; empty takes none")
+	scaleProfile     = flag.String("scale-profile", "", "scale: directory for CPU profiles of the leader, a voting follower and a non-voter taken over the first 20 s of relation creation (relations-<role>-<pod>.pprof), the idle window (idle-<role>-<pod>.pprof) and the measured put load (put-<role>-<pod>.pprof), and heap profiles with the empty state and after the load (heap-empty-…, heap-loaded-…); the sidecars need --pprof in -bagkeeper-args; empty takes none")
 )
 
 const (
@@ -352,6 +352,9 @@ func (b *bagkeeperTarget) measureScale(ctx context.Context, env *Env) ([]Row, er
 			n, scaleApp, scaleApp, n-1, *scaleVoters, scaleSeeds)})
 	emptyRSS, emptyAnon := g.rss()
 	env.Progressf("scale: RSS with an empty state: %s", spreadOf(emptyRSS).bytes())
+	if err := g.heapProfiles(ctx, "empty"); err != nil {
+		env.Progressf("scale: no heap profiles with an empty state: %v", err)
+	}
 
 	// 2. Load.
 	peerRel, rels, written, loadTook, err := g.load(ctx, nrel, *scaleKeys)
@@ -395,6 +398,9 @@ func (b *bagkeeperTarget) measureScale(ctx context.Context, env *Env) ([]Row, er
 		Note: fmt.Sprintf("VmRSS of every member after the load, hooks settled; RssAnon %s; RssAnon minus its empty-state figure, per member: %s; the state holds %d keys (the loaded ones and those the agents set in their units' bags) of %s (keys + values)",
 			spreadOf(fullAnon).bytes(), spreadOf(diffs).bytes(), keys, fmtBytes(size))})
 	env.Progressf("scale: RSS with the load: %s (data %s)", spreadOf(fullRSS).bytes(), fmtBytes(size))
+	if err := g.heapProfiles(ctx, "loaded"); err != nil {
+		env.Progressf("scale: no heap profiles after the load: %v", err)
+	}
 
 	// 3c. Idle CPU (before the put load, which leaves the log longer).
 	idleRow, err := g.idle(ctx, *scaleIdle)
@@ -1037,6 +1043,27 @@ func (g *scaleGroup) profileRoles(ctx context.Context, window time.Duration, wha
 // <what>-<role>-<pod>.pprof there (go tool pprof reads them with the
 // bagkeeper binary).
 func (g *scaleGroup) profile(ctx context.Context, window time.Duration, what string, leader *bkMember, voters, nonvoters []*bkMember) (wait func() error) {
+	return g.fetchProfiles(ctx, window, fmt.Sprintf("profile?seconds=%d", max(1, int(window.Round(time.Second)/time.Second))), "CPU profile", what, leader, voters, nonvoters)
+}
+
+// heapProfiles writes, when -scale-profile names a directory, the heap
+// profiles (after a GC) of the roles as the members name them now, as
+// heap-<what>-<role>-<pod>.pprof.
+func (g *scaleGroup) heapProfiles(ctx context.Context, what string) error {
+	if *scaleProfile == "" {
+		return nil
+	}
+	leader, voters, nonvoters, err := g.roles(ctx)
+	if err != nil {
+		return err
+	}
+	return g.fetchProfiles(ctx, 0, "heap?gc=1", "heap profile", "heap-"+what, leader, voters, nonvoters)()
+}
+
+// fetchProfiles gets /debug/pprof/<query> of the leader, the first voting
+// follower and the first non-voter, and returns a wait for them that
+// writes <what>-<role>-<pod>.pprof in the -scale-profile directory.
+func (g *scaleGroup) fetchProfiles(ctx context.Context, window time.Duration, query, kind, what string, leader *bkMember, voters, nonvoters []*bkMember) (wait func() error) {
 	if *scaleProfile == "" {
 		return func() error { return nil }
 	}
@@ -1058,7 +1085,7 @@ func (g *scaleGroup) profile(ctx context.Context, window time.Duration, what str
 	errs := make(chan error, len(targets))
 	for _, tg := range targets {
 		go func() {
-			url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", tg.m.httpAddr, max(1, int(window.Round(time.Second)/time.Second)))
+			url := fmt.Sprintf("http://%s/debug/pprof/%s", tg.m.httpAddr, query)
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 			if err != nil {
 				errs <- err
@@ -1066,12 +1093,12 @@ func (g *scaleGroup) profile(ctx context.Context, window time.Duration, what str
 			}
 			resp, err := client.Do(req)
 			if err != nil {
-				errs <- fmt.Errorf("profile of %s: %w", tg.m.pod, err)
+				errs <- fmt.Errorf("%s of %s: %w", kind, tg.m.pod, err)
 				return
 			}
 			defer resp.Body.Close()
 			if resp.StatusCode != http.StatusOK {
-				errs <- fmt.Errorf("profile of %s: %s (is --pprof in -bagkeeper-args?)", tg.m.pod, resp.Status)
+				errs <- fmt.Errorf("%s of %s: %s (is --pprof in -bagkeeper-args?)", kind, tg.m.pod, resp.Status)
 				return
 			}
 			path := filepath.Join(*scaleProfile, fmt.Sprintf("%s-%s-%s.pprof", what, tg.role, tg.m.pod))
@@ -1085,7 +1112,7 @@ func (g *scaleGroup) profile(ctx context.Context, window time.Duration, what str
 				err = cerr
 			}
 			if err == nil {
-				g.env.Progressf("scale: CPU profile of the %s (%s), %s: %s", tg.role, tg.m.pod, what, path)
+				g.env.Progressf("scale: %s of the %s (%s), %s: %s", kind, tg.role, tg.m.pod, what, path)
 			}
 			errs <- err
 		}()
