@@ -447,7 +447,7 @@ func (t *txn) updateBag(o *storepb.UpdateBag) (*storepb.OpResult, *CommandError)
 	if !changed {
 		return &storepb.OpResult{}, nil
 	}
-	b := &Bag{RelationID: r.ID, Owner: o.GetOwner(), Data: next, ModifiedIndex: t.index, Revision: 1}
+	b := &Bag{RelationID: r.ID, Owner: intern(o.GetOwner()), Data: next, ModifiedIndex: t.index, Revision: 1}
 	if old != nil {
 		b.Revision = old.Revision + 1
 	}
@@ -558,7 +558,7 @@ func sameData(s Settings, data map[string]string) bool {
 // putViewBag writes a bag of a remote view: revision 1 for a new bag, one
 // more than old's otherwise.
 func (t *txn) putViewBag(relationID int64, owner string, old *Bag, data map[string]string) {
-	b := &Bag{RelationID: relationID, Owner: owner, Data: SettingsOf(data), ModifiedIndex: t.index, Revision: 1}
+	b := &Bag{RelationID: relationID, Owner: intern(owner), Data: SettingsOf(data), ModifiedIndex: t.index, Revision: 1}
 	if old != nil {
 		b.Revision = old.Revision + 1
 	}

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"unique"
 
 	iradix "github.com/hashicorp/go-immutable-radix/v2"
 
@@ -34,6 +35,21 @@ type Settings struct {
 // setting is one key and value of a small Settings.
 type setting struct{ k, v string }
 
+// internMax is the longest key or value a bag keeps as one shared copy.
+const internMax = 64
+
+// intern returns the one shared copy of a short s. Bags repeat their keys
+// (every unit's agent sets ingress-address, egress-subnets and
+// private-address in each of its bags) and many of their values (a unit's
+// address, in every relation it is in): each command decodes its own
+// copies, which the state would otherwise keep, a copy per bag.
+func intern(s string) string {
+	if len(s) > internMax {
+		return s
+	}
+	return unique.Make(s).Value()
+}
+
 // smallSettings is the most keys a Settings keeps in a slice.
 const smallSettings = 8
 
@@ -45,7 +61,7 @@ func SettingsOf(m map[string]string) Settings {
 	if len(m) <= smallSettings {
 		out := Settings{small: make([]setting, 0, len(m))}
 		for k, v := range m {
-			out.small = append(out.small, setting{k, v})
+			out.small = append(out.small, setting{intern(k), intern(v)})
 			out.size += len(k) + len(v)
 		}
 		slices.SortFunc(out.small, func(a, b setting) int { return strings.Compare(a.k, b.k) })
@@ -54,7 +70,7 @@ func SettingsOf(m map[string]string) Settings {
 	txn := iradix.New[string]().Txn()
 	size := 0
 	for k, v := range m {
-		txn.Insert([]byte(k), v)
+		txn.Insert([]byte(k), intern(v))
 		size += len(k) + len(v)
 	}
 	return Settings{t: txn.Commit(), size: size}
@@ -160,7 +176,7 @@ func (s Settings) merge(set map[string]string, del []string) (Settings, bool, *C
 		if ok {
 			size -= len(k) + len(old)
 		}
-		txn.Insert([]byte(k), v)
+		txn.Insert([]byte(k), intern(v))
 		size += len(k) + len(v)
 		changed = true
 	}
@@ -209,7 +225,7 @@ func (s Settings) mergeSmall(set map[string]string, del []string) (Settings, boo
 		next.size += len(e.k) + len(e.v)
 	}
 	for k, v := range set {
-		next.small = append(next.small, setting{k, v})
+		next.small = append(next.small, setting{intern(k), intern(v)})
 		next.size += len(k) + len(v)
 	}
 	if len(next.small) == 0 {

@@ -218,7 +218,7 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			// bag, even empty, is what makes the unit a member of its relation.
 			b := x.Bag
 			data := SettingsOf(b.GetData())
-			bags.Insert(bagKey(b.GetRelationId(), b.GetOwner()), &Bag{RelationID: b.GetRelationId(), Owner: b.GetOwner(), Data: data, Revision: b.GetRevision(), ModifiedIndex: b.GetModifiedIndex()})
+			bags.Insert(bagKey(b.GetRelationId(), b.GetOwner()), &Bag{RelationID: b.GetRelationId(), Owner: intern(b.GetOwner()), Data: data, Revision: b.GetRevision(), ModifiedIndex: b.GetModifiedIndex()})
 		case *storepb.SnapshotRecord_Unit:
 			u := unitFromPB(x.Unit)
 			units.Insert(numKey(u.Number), u)
