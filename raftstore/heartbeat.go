@@ -180,11 +180,8 @@ func (s *suffrages) voter(id raft.ServerID) bool {
 // unchanged.
 type pacedTransport struct {
 	*raft.NetworkTransport
-	every    time.Duration
-	nonVoter func(raft.ServerID) bool
-	// voter reports whether a member is a voter of the committed
-	// configuration (by default: whatever is not a non-voter).
-	voter     func(raft.ServerID) bool
+	every     time.Duration
+	nonVoter  func(raft.ServerID) bool
 	nonVoters func() int      // how many non-voters the group has
 	done      <-chan struct{} // closed when the member stops
 	// appendBase is the least interval between two appends to a
@@ -197,7 +194,6 @@ type pacedTransport struct {
 	idleEvery time.Duration
 
 	mu      sync.Mutex
-	lines   map[raft.ServerID]*sync.Mutex // one RPC at a time to a non-voter (see send)
 	next    map[raft.ServerID]time.Time   // the earliest a heartbeat may go out
 	sent    map[raft.ServerID]int         // heartbeats sent to each member (tests)
 	appends map[raft.ServerID]*appendPace // appends (not heartbeats) to each member
@@ -257,8 +253,8 @@ func (t told) idle(args *raft.AppendEntriesRequest) bool {
 }
 
 func newPacedTransport(t *raft.NetworkTransport, every, appendBase, idleEvery time.Duration, nonVoter func(raft.ServerID) bool, nonVoters func() int, heard func(term uint64), answered func(raft.ServerID), done <-chan struct{}) *pacedTransport {
-	return &pacedTransport{NetworkTransport: t, every: every, voter: func(id raft.ServerID) bool { return !nonVoter(id) }, appendBase: appendBase, idleEvery: idleEvery, nonVoter: nonVoter, nonVoters: nonVoters, heard: heard, answered: answered, done: done,
-		lines: map[raft.ServerID]*sync.Mutex{}, next: map[raft.ServerID]time.Time{}, sent: map[raft.ServerID]int{}, appends: map[raft.ServerID]*appendPace{}, rpcs: make(chan raft.RPC), news: make(chan struct{}), suffrages: make(chan struct{})}
+	return &pacedTransport{NetworkTransport: t, every: every, appendBase: appendBase, idleEvery: idleEvery, nonVoter: nonVoter, nonVoters: nonVoters, heard: heard, answered: answered, done: done,
+		next: map[raft.ServerID]time.Time{}, sent: map[raft.ServerID]int{}, appends: map[raft.ServerID]*appendPace{}, rpcs: make(chan raft.RPC), news: make(chan struct{}), suffrages: make(chan struct{})}
 }
 
 // appendEvery is the interval between appends to a non-voter under a
@@ -345,7 +341,7 @@ func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 		if err := t.turn(id); err != nil {
 			return err
 		}
-		err := t.send(id, target, args, resp)
+		err := t.NetworkTransport.AppendEntries(id, target, args, resp)
 		if err == nil {
 			t.answered(id)
 		}
@@ -381,7 +377,7 @@ func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 		len(args.Entries) < maxAppendEntries
 	t.mu.Unlock()
 
-	err := t.send(id, target, args, resp)
+	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
 	if err == nil {
 		t.answered(id)
 		if t.afterAppend != nil {
@@ -419,32 +415,6 @@ func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 		t.mu.Unlock()
 	}
 	return err
-}
-
-// send sends an append or a heartbeat. To a member that is not a voter
-// (a non-voter, or one being added: raft replicates to it before the
-// configuration that adds it commits), one goes at a time:
-// raft's heartbeat and replication loops each take a connection from the
-// transport's pool, and dial another when the pool has none, so a
-// heartbeat that overlapped an append once leaves a second connection to
-// that member in the pool for good, each with raft's 256 KiB send buffer
-// (and a 256 KiB receive buffer on the member): 25 MiB of a leader's heap
-// at 100 members, counted by the garbage collector's pacing too. A
-// voter's heartbeat never waits behind an append (a late one could cost an
-// election); a non-voter's waits for at most one append's round trip.
-func (t *pacedTransport) send(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
-	if !t.voter(id) {
-		t.mu.Lock()
-		line := t.lines[id]
-		if line == nil {
-			line = &sync.Mutex{}
-			t.lines[id] = line
-		}
-		t.mu.Unlock()
-		line.Lock()
-		defer line.Unlock()
-	}
-	return t.NetworkTransport.AppendEntries(id, target, args, resp)
 }
 
 // stored is the last index of id's log as the latest append it answered
@@ -557,11 +527,6 @@ func (t *pacedTransport) forget(keep func(raft.ServerID) bool) {
 	for id := range t.appends {
 		if !keep(id) {
 			delete(t.appends, id)
-		}
-	}
-	for id := range t.lines {
-		if !keep(id) {
-			delete(t.lines, id)
 		}
 	}
 }

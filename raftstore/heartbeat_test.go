@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"slices"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -586,107 +583,4 @@ func heldUntilVoter(t *testing.T, p *pacedTransport, voter *atomic.Bool, held <-
 	case <-time.After(10 * time.Second):
 		t.Fatal(never)
 	}
-}
-
-// dialCounter is a raft stream layer that counts the connections it dials
-// to each address.
-type dialCounter struct {
-	raft.StreamLayer
-	mu    sync.Mutex
-	dials map[raft.ServerAddress]int
-}
-
-func (d *dialCounter) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	d.mu.Lock()
-	d.dials[addr]++
-	d.mu.Unlock()
-	return d.StreamLayer.Dial(addr, timeout)
-}
-
-func (d *dialCounter) SetLocalID(id string) {
-	d.StreamLayer.(interface{ SetLocalID(string) }).SetLocalID(id)
-}
-
-func (d *dialCounter) Abandon(addr raft.ServerAddress, since time.Time) int {
-	return d.StreamLayer.(interface {
-		Abandon(raft.ServerAddress, time.Time) int
-	}).Abandon(addr, since)
-}
-
-func (d *dialCounter) count(addr string) int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	n := 0
-	for a, c := range d.dials {
-		if strings.HasPrefix(string(a), addr+"|") {
-			n += c
-		}
-	}
-	return n
-}
-
-// TestTheLeaderKeepsOneConnectionToANonVoter: raft's heartbeats to a
-// non-voter and its appends take turns on one connection. The non-voter
-// stores slowly, so that each append is under way for a while and the
-// heartbeats (every half second here) would overlap them; a second
-// connection would stay in the transport's pool, with its 256 KiB buffers.
-func TestTheLeaderKeepsOneConnectionToANonVoter(t *testing.T) {
-	c := newTestCluster(t, "app")
-	layers := map[string]*dialCounter{}
-	var mu sync.Mutex
-	opts := func(pod string) nodeOpt {
-		return func(cfg *Config) {
-			cfg.Voters = 3
-			d := &dialCounter{StreamLayer: cfg.RaftLayer, dials: map[raft.ServerAddress]int{}}
-			cfg.RaftLayer = d
-			mu.Lock()
-			layers[pod] = d
-			mu.Unlock()
-			if pod == "app-3" {
-				cfg.wrapLogStore = func(s raft.LogStore) raft.LogStore { return slowStore{LogStore: s, delay: 150 * time.Millisecond} }
-			}
-		}
-	}
-	for _, p := range []string{"app-0", "app-1", "app-2"} {
-		c.start(p, withExpect(3), opts(p))
-	}
-	l := c.leader(20 * time.Second)
-	nv := c.start("app-3", opts("app-3"))
-	eventually(t, 20*time.Second, "app-3 to be a non-voter", func() error {
-		if vs, nvs := c.voters(l); len(vs) != 3 || !slices.Contains(nvs, string(nv.node.ID())) {
-			return fmt.Errorf("voters %v, non-voters %v", vs, nvs)
-		}
-		return nil
-	})
-	rel := mustApply(t, l.node, state.EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
-	beats := l.node.paced.heartbeatsSent(nv.node.ID())
-	var idx uint64
-	for i := 0; l.node.paced.heartbeatsSent(nv.node.ID()) < beats+6; i++ {
-		idx = mustApply(t, l.node, state.UpdateBagOp(rel, "app", map[string]string{"n": fmt.Sprint(i)})).GetIndex()
-	}
-	eventually(t, 20*time.Second, "the non-voter to apply every write", func() error {
-		if got := nv.node.StateIndex(); got < idx {
-			return fmt.Errorf("applied %d, want %d", got, idx)
-		}
-		return nil
-	})
-	mu.Lock()
-	d := layers[l.pod]
-	mu.Unlock()
-	if n := d.count(nv.node.Advertise()); n != 1 {
-		t.Fatalf("the leader dialled the non-voter %d times over six heartbeats and a stream of appends, want once (dials %v)", n, d.dials)
-	}
-}
-
-// slowStore is a log store whose appends take delay longer.
-type slowStore struct {
-	raft.LogStore
-	delay time.Duration
-}
-
-func (s slowStore) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
-
-func (s slowStore) StoreLogs(logs []*raft.Log) error {
-	time.Sleep(s.delay)
-	return s.LogStore.StoreLogs(logs)
 }

@@ -471,7 +471,6 @@ func Open(cfg Config) (*Node, error) {
 	n.leaderCommitDue = time.NewTimer(cfg.Autopilot.Interval)
 	n.paced = newPacedTransport(n.trans, nonVoterHeartbeatEvery(cfg.HeartbeatTimeout, cfg.Autopilot.UnhealthyAfter), max(0, cfg.NonvoterAppendInterval), idleAppendHold*cfg.CommitTimeout, n.suffrage.nonVoter, n.suffrage.nonVoters, n.leaderWord,
 		func(id raft.ServerID) { n.health.answered(id, n.cfg.Now(), n.cfg.Autopilot.UnhealthyAfter) }, n.ctx.Done())
-	n.paced.voter = n.suffrage.voter
 	n.paced.afterAppend = cfg.afterAppend
 	n.paced.installs = &n.installs
 	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.stores.stable, snaps, n.paced)
