@@ -273,15 +273,16 @@ func TestASmallAppendOnAFullDiskDoesNotEndTheWriteFailure(t *testing.T) {
 		t.Fatal("a large write on the full leader succeeded")
 	}
 	var nl *testNode
-	eventually(t, 10*time.Second, "another member to lead", func() error {
+	otherLeader := func() error {
 		for _, n := range c.running() {
 			if n != l && n.node.IsLeader() {
 				nl = n
 				return nil
 			}
 		}
-		return errors.New("no other leader")
-	})
+		return errors.New("no member but the full one leads")
+	}
+	eventually(t, 10*time.Second, "another member to lead", otherLeader)
 	// The new leader's first entry (and a small write) reach the old one.
 	mustApply(t, nl.node, state.UpdateBagOp(rel, "app", map[string]string{"n": "small again"}))
 	last := nl.node.raft.LastIndex()
@@ -306,15 +307,7 @@ func TestASmallAppendOnAFullDiskDoesNotEndTheWriteFailure(t *testing.T) {
 	if err := nl.node.transferOnLeader(l.node.ID(), ""); err != nil {
 		t.Fatalf("handing leadership to the full member: %v", err)
 	}
-	eventually(t, 10*time.Second, "the full member to hand leadership over", func() error {
-		for _, n := range c.running() {
-			if n != l && n.node.IsLeader() {
-				nl = n
-				return nil
-			}
-		}
-		return errors.New("no member but the full one leads")
-	})
+	eventually(t, 10*time.Second, "the full member to hand leadership over", otherLeader)
 	mustApply(t, nl.node, state.UpdateBagOp(rel, "app", map[string]string{"n": "led by another"}))
 	if _, ok := l.node.WriteFailed(); !ok {
 		t.Fatal("the full member's write failure ended while its disk was full")
