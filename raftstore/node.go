@@ -311,8 +311,10 @@ type Node struct {
 	observer *raft.Observer
 	session  *clientSession
 	damage   atomic.Pointer[Damage]
-	// writeFailure is set while appending to the raft log fails.
+	// writeFailure is set while appending to the raft log fails; writeMu
+	// orders the appends' reports of it (logWrite).
 	writeFailure atomic.Pointer[WriteFailure]
+	writeMu      sync.Mutex
 	// leaderCommit is the leader's commit index as it last said it (a
 	// follower's own commit index never passes what it could store).
 	leaderCommit atomic.Uint64
@@ -861,42 +863,36 @@ func (n *Node) logWrite(err error, size uint64) {
 		if n.paced != nil {
 			n.paced.wrote()
 		}
-		w := n.writeFailure.Load()
-		if w == nil {
+		if n.writeFailure.Load() == nil {
 			return
 		}
-		if size < w.need && !n.roomFor(w.need) {
-			return
-		}
-		if n.writeFailure.CompareAndSwap(w, nil) {
-			n.log.Info("the raft log can be written again", "failing_since", w.Since.UTC().Format(time.RFC3339))
-		}
-		return
 	}
-	w := &WriteFailure{Err: err.Error(), Since: n.cfg.Now()}
-	if noSpace(err) {
-		w.need = size
-	}
-	for {
-		old := n.writeFailure.Load()
-		if old == nil {
-			if n.writeFailure.CompareAndSwap(nil, w) {
-				// A leader that cannot append steps down by itself (raft
-				// does it); a follower keeps refusing appends, and the
-				// leader keeps retrying.
-				n.log.Error("appending to the raft log failed: this member is not ready until it can write again", "err", err)
-				return
-			}
-			continue
-		}
-		if old.need >= w.need {
+	n.writeMu.Lock()
+	defer n.writeMu.Unlock()
+	old := n.writeFailure.Load()
+	switch {
+	case err == nil:
+		if old == nil || size < old.need && !n.roomFor(old.need) {
 			return
 		}
-		more := *old
-		more.need = w.need
-		if n.writeFailure.CompareAndSwap(old, &more) {
-			return
+		n.writeFailure.Store(nil)
+		n.log.Info("the raft log can be written again", "failing_since", old.Since.UTC().Format(time.RFC3339))
+	case old != nil:
+		// Failing still: remember the largest append that wanted room.
+		if noSpace(err) && size > old.need {
+			more := *old
+			more.need = size
+			n.writeFailure.Store(&more)
 		}
+	default:
+		w := &WriteFailure{Err: err.Error(), Since: n.cfg.Now()}
+		if noSpace(err) {
+			w.need = size
+		}
+		n.writeFailure.Store(w)
+		// A leader that cannot append steps down by itself (raft does it);
+		// a follower keeps refusing appends, and the leader keeps retrying.
+		n.log.Error("appending to the raft log failed: this member is not ready until it can write again", "err", err)
 	}
 }
 

@@ -15,17 +15,20 @@ import (
 )
 
 // fullDisk is a log store whose appends fail with ENOSPC while full is
-// set; with once, only the next append fails, and full is cleared.
+// set; with once, only the next append fails, and full is cleared. Appends
+// of up to room bytes still fit (what a full file system takes into the
+// last block of a file).
 type fullDisk struct {
 	raft.LogStore
 	full *atomic.Bool
 	once bool
+	room uint64
 }
 
 func (d fullDisk) StoreLog(l *raft.Log) error { return d.StoreLogs([]*raft.Log{l}) }
 
 func (d fullDisk) StoreLogs(logs []*raft.Log) error {
-	if (d.once && d.full.CompareAndSwap(true, false)) || (!d.once && d.full.Load()) {
+	if appendSize(logs) > d.room && ((d.once && d.full.CompareAndSwap(true, false)) || (!d.once && d.full.Load())) {
 		return fmt.Errorf("append to the raft log: %w", syscall.ENOSPC)
 	}
 	return d.LogStore.StoreLogs(logs)
@@ -222,24 +225,6 @@ func TestFollowersApplyTheLeadersOwnWriteWithoutWaitingForAnAppend(t *testing.T)
 	}
 }
 
-// nearlyFullDisk is a log store on a disk with a little room left while
-// full is set: appends of up to room bytes fit (what a full file system
-// takes into the last block of a file), larger ones fail with ENOSPC.
-type nearlyFullDisk struct {
-	raft.LogStore
-	full *atomic.Bool
-	room uint64
-}
-
-func (d nearlyFullDisk) StoreLog(l *raft.Log) error { return d.StoreLogs([]*raft.Log{l}) }
-
-func (d nearlyFullDisk) StoreLogs(logs []*raft.Log) error {
-	if d.full.Load() && appendSize(logs) > d.room {
-		return fmt.Errorf("append to the raft log: %w", syscall.ENOSPC)
-	}
-	return d.LogStore.StoreLogs(logs)
-}
-
 // TestASmallAppendOnAFullDiskDoesNotEndTheWriteFailure fills the leader's
 // disk but for a little room: its append of a large bag fails and it steps
 // down; the new leader's first entries are small and fit. The old leader
@@ -253,7 +238,7 @@ func TestASmallAppendOnAFullDiskDoesNotEndTheWriteFailure(t *testing.T) {
 		flag := full[p]
 		c.start(p, withExpect(3), func(cfg *Config) {
 			cfg.wrapLogStore = func(s raft.LogStore) raft.LogStore {
-				return nearlyFullDisk{LogStore: s, full: flag, room: 1 << 10}
+				return fullDisk{LogStore: s, full: flag, room: 1 << 10}
 			}
 			cfg.freeSpace = func(string) (uint64, error) {
 				if flag.Load() {
