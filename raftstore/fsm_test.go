@@ -213,3 +213,89 @@ func TestFSMKeepsStateASnapshotCovers(t *testing.T) {
 		})
 	}
 }
+
+// TestApplyBatchPublishesOnce: a batch of commands is published once,
+// after the last, with every entry's own result; a
+// configuration in the batch is stored, after the commands before it are
+// published; a damaged entry halts the batch with the ones before it
+// published and none after it applied.
+func TestApplyBatchPublishesOnce(t *testing.T) {
+	cmd := func(index uint64, ops ...*storepb.Op) *raft.Log {
+		t.Helper()
+		data, err := state.EncodeEntry(state.NewCommand(ops...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &raft.Log{Type: raft.LogCommand, Index: index, Data: data}
+	}
+	f := NewFSM(nil)
+	var configAt []uint64 // the published state's index when each configuration was told
+	f.onConfiguration = func(raft.Configuration) { configAt = append(configAt, f.State().Index()) }
+	// At a hash point (entry 3) the watchers still see the state before
+	// the batch: nothing is published between its commands.
+	var hashedAt, publishedAt []uint64
+	f.m.OnHashPoint = func(s *state.State) {
+		hashedAt = append(hashedAt, s.Index())
+		publishedAt = append(publishedAt, f.State().Index())
+	}
+	ch := f.Changed()
+	cfg := raft.EncodeConfiguration(raft.Configuration{Servers: []raft.Server{{ID: "a", Address: "a"}}})
+	logs := []*raft.Log{
+		cmd(1, state.InitClusterOp("app", "cid")),
+		cmd(2, state.EnsureRelationOp("peers", "p", true, "", "")),
+		cmd(3, state.HashStateOp()),
+		{Type: raft.LogConfiguration, Index: 4, Data: cfg},
+		cmd(5, state.ClaimUnitOp("m", "p", -1, 0)),
+		cmd(6, state.EnsureRelationOp("other", "p", true, "", "")),
+	}
+	out := f.ApplyBatch(logs)
+	select {
+	case <-ch:
+	default:
+		t.Fatal("the batch published nothing")
+	}
+	if len(out) != len(logs) || out[3] != nil {
+		t.Fatalf("results %v", out)
+	}
+	for i, r := range out {
+		if i == 3 {
+			continue
+		}
+		res, ok := r.(*storepb.Result)
+		if !ok || res.GetIndex() != logs[i].Index || state.ResultError(res) != nil {
+			t.Fatalf("result %d: %v", i, r)
+		}
+	}
+	if got := f.State(); got.Index() != 6 || len(got.Relations()) != 2 || len(got.Units()) != 1 {
+		t.Fatalf("after the batch: index %d relations %v units %v", got.Index(), got.Relations(), got.Units())
+	}
+	if len(configAt) != 1 || configAt[0] != 3 || f.appliedIndex() != 6 {
+		t.Fatalf("configuration told at published indexes %v; applied index %d", configAt, f.appliedIndex())
+	}
+	if len(hashedAt) != 1 || hashedAt[0] != 3 || publishedAt[0] != 0 {
+		t.Fatalf("at the hash point (entries %v) the published state was at %v, want 0", hashedAt, publishedAt)
+	}
+
+	bad := cmd(8, state.EnsureRelationOp("third", "p", true, "", ""))
+	bad.Data = bytes.Clone(bad.Data)
+	bad.Data[2] ^= 0x10
+	var damagedAt uint64
+	seen := make(chan struct{})
+	f.onCorrupt = func(index uint64, err error) { damagedAt = index; close(seen) }
+	done := make(chan []any)
+	go func() {
+		done <- f.ApplyBatch([]*raft.Log{cmd(7, state.EnsureRelationOp("fourth", "p", true, "", "")), bad, cmd(9, state.EnsureRelationOp("fifth", "p", true, "", ""))})
+	}()
+	<-seen
+	if got := f.State().Index(); got != 7 || damagedAt != 8 {
+		t.Fatalf("at the damaged entry %d the published state is at %d, want 7", damagedAt, got)
+	}
+	f.Halt()
+	res := <-done
+	if f.State().Index() != 7 || len(f.State().Relations()) != 3 {
+		t.Fatalf("applied past the damaged entry: index %d relations %v", f.State().Index(), f.State().Relations())
+	}
+	if r, _ := res[2].(*storepb.Result); r.GetErrorCode() != storepb.ErrorCode_UNSUPPORTED {
+		t.Fatalf("the entry after the damaged one answered %v", res[2])
+	}
+}
