@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -202,15 +203,23 @@ type hookStart struct {
 
 // parseHookStarts parses the complete lines of data (a piece of a
 // sidecar's text log) and returns the hooks they say were started and how
-// many bytes it consumed (up to the last newline).
-func parseHookStarts(data []byte) ([]hookStart, int) {
+// many bytes it consumed (up to the last newline). busy is whether a hook
+// was still running at the end of those lines: the last line about a hook
+// (or the sidecar's start or stop) was a hook's start; it is was when the
+// lines say nothing of it.
+func parseHookStarts(data []byte, was bool) (hs []hookStart, busy bool, n int) {
 	end := bytes.LastIndexByte(data, '\n') + 1
-	var out []hookStart
+	busy = was
 	for _, line := range strings.Split(string(data[:end]), "\n") {
+		if hookEndRE.MatchString(line) {
+			busy = false
+			continue
+		}
 		g := runningHookRE.FindStringSubmatch(line)
 		if g == nil {
 			continue
 		}
+		busy = true
 		t, err := time.Parse(time.RFC3339Nano, g[1])
 		if err != nil {
 			continue
@@ -219,15 +228,23 @@ func parseHookStarts(data []byte) ([]hookStart, int) {
 		if ru == `""` {
 			ru = ""
 		}
-		out = append(out, hookStart{at: t, hook: g[2], remoteUnit: ru})
+		hs = append(hs, hookStart{at: t, hook: g[2], remoteUnit: ru})
 	}
-	return out, end
+	return hs, busy, end
 }
+
+// hookEndRE matches the log lines after which a member runs no hook: one
+// committed, failed or refused, and the sidecar's start and stop (a
+// process killed in a hook logs nothing of its end).
+var hookEndRE = regexp.MustCompile(`msg=("hook committed"|"hook failed; retrying"|"the hook's changes were refused|starting |"sidecar stopped")`)
 
 // logTail reads a member's log incrementally.
 type logTail struct {
 	path string
 	off  int64
+	// busy: the member's agent was running a hook at the end of what was
+	// read.
+	busy bool
 }
 
 // next returns the hook starts logged since the last call.
@@ -244,15 +261,19 @@ func (l *logTail) next() ([]hookStart, error) {
 	if err != nil {
 		return nil, err
 	}
-	hs, n := parseHookStarts(data)
+	hs, busy, n := parseHookStarts(data, l.busy)
 	l.off += int64(n)
+	l.busy = busy
 	return hs, nil
 }
 
-// skip moves the tail to the end of the log.
+// skip moves the tail to the end of the log (what it passes still says
+// whether a hook runs).
 func (l *logTail) skip() {
-	if fi, err := os.Stat(l.path); err == nil {
-		l.off = fi.Size()
+	if _, err := l.next(); err != nil {
+		if fi, err := os.Stat(l.path); err == nil {
+			l.off = fi.Size()
+		}
 	}
 }
 
@@ -548,15 +569,18 @@ func (g *scaleGroup) readyCount(ctx context.Context) int {
 	return int(n.Load())
 }
 
-// settle waits until no member has started a hook for quiet and returns
-// how long that took (quiet included). After limit it gives up without an
-// error (the measurements then go on with hooks still running) and
-// returns a note saying so.
+// settle waits until no member has started a hook for quiet, none runs
+// one (its log says the last hook it started ended), and every member is
+// ready (one that fell behind decides no hook until it has caught up), and
+// returns how long that took (quiet included). After limit it gives up
+// without an error (the measurements then go on with hooks still running)
+// and returns a note saying so.
 func (g *scaleGroup) settle(ctx context.Context, quiet, limit time.Duration) (time.Duration, string, error) {
 	t0 := time.Now()
 	since := t0
 	total := 0
 	last := t0
+	why := ""
 	for {
 		started, err := g.hooksStarted()
 		if err != nil {
@@ -568,8 +592,11 @@ func (g *scaleGroup) settle(ctx context.Context, quiet, limit time.Duration) (ti
 		case started > 0:
 			since = time.Now()
 		case time.Since(since) >= quiet:
-			g.env.Progressf("scale: hooks settled after %s (%d hooks started meanwhile)", fmtDuration(time.Since(t0)), total)
-			return time.Since(t0), "", nil
+			why = g.unsettled(ctx)
+			if why == "" {
+				g.env.Progressf("scale: hooks settled after %s (%d hooks started meanwhile)", fmtDuration(time.Since(t0)), total)
+				return time.Since(t0), "", nil
+			}
 		}
 		if err := g.t.checkRunning(); err != nil {
 			return 0, "", err
@@ -580,12 +607,33 @@ func (g *scaleGroup) settle(ctx context.Context, quiet, limit time.Duration) (ti
 		}
 		if time.Since(last) >= 10*time.Second {
 			last = time.Now()
-			g.env.Progressf("scale: waiting for the hooks to settle: %d started in %s", total, fmtDuration(time.Since(t0)))
+			g.env.Progressf("scale: waiting for the hooks to settle: %d started in %s%s", total, fmtDuration(time.Since(t0)), prefixed(", ", why))
 		}
 		if err := sleepCtx(ctx, 500*time.Millisecond); err != nil {
 			return 0, "", err
 		}
 	}
+}
+
+// unsettled says why the group has not settled although no hook started
+// lately — a member runs a hook (waiting for its commit), or is not ready
+// — or "" if it has.
+func (g *scaleGroup) unsettled(ctx context.Context) string {
+	busy := 0
+	for _, l := range g.tails {
+		if l.busy {
+			busy++
+		}
+	}
+	if busy > 0 {
+		return fmt.Sprintf("%d members run a hook", busy)
+	}
+	for _, m := range g.t.members {
+		if ok, why := g.t.readyz(ctx, m); !ok {
+			return fmt.Sprintf("%s not ready: %s", m.pod, why)
+		}
+	}
+	return ""
 }
 
 // rss reads every member's VmRSS and RssAnon.

@@ -138,9 +138,9 @@ func TestParseHookStarts(t *testing.T) {
 		`time=2026-12-05T10:00:00.200Z level=INFO msg="hook done" hook=x` + "\n" +
 		line("2026-12-05T10:00:01.5Z", "replicas-relation-joined", "scl/2") + "\n" +
 		line("2026-12-05T10:00:02Z", "start", "") // no newline yet: not consumed
-	hs, n := parseHookStarts([]byte(data))
-	if len(hs) != 2 {
-		t.Fatalf("got %d hook starts, want 2: %+v", len(hs), hs)
+	hs, busy, n := parseHookStarts([]byte(data), false)
+	if len(hs) != 2 || !busy {
+		t.Fatalf("got %d hook starts, want 2 with the second running: %+v, running %v", len(hs), hs, busy)
 	}
 	want0 := time.Date(2026, 12, 5, 10, 0, 0, 123e6, time.UTC)
 	if !hs[0].at.Equal(want0) || hs[0].hook != "replicas-relation-changed" || hs[0].remoteUnit != "" {
@@ -152,8 +152,30 @@ func TestParseHookStarts(t *testing.T) {
 	if want := len(data) - len(line("2026-12-05T10:00:02Z", "start", "")); n != want {
 		t.Errorf("consumed %d bytes, want %d (up to the last newline)", n, want)
 	}
-	if hs, n := parseHookStarts([]byte("partial line")); len(hs) != 0 || n != 0 {
-		t.Errorf("partial line: %v, %d", hs, n)
+	if hs, busy, n := parseHookStarts([]byte("partial line"), true); len(hs) != 0 || n != 0 || !busy {
+		t.Errorf("partial line: %v, %d, running %v", hs, n, busy)
+	}
+	// A hook runs from its start to its commit, failure or refusal, or
+	// until the sidecar stops or starts again (killed in the hook).
+	for _, end := range []string{
+		`time=2026-12-05T10:00:03Z level=INFO msg="hook committed" hook=start writes=0 run_ms=3 commit_ms=2`,
+		`time=2026-12-05T10:00:03Z level=ERROR msg="hook failed; retrying" hook=start err="exit 1" attempt=1 retry_in=5s`,
+		`time=2026-12-05T10:00:03Z level=WARN msg="the hook's changes were refused: this pod no longer holds the unit" hook=start err=x`,
+		`time=2026-12-05T10:00:03Z level=INFO msg=starting version=dev app=scl pod=scl-1`,
+		`time=2026-12-05T10:00:03Z level=INFO msg="sidecar stopped" took=1s`,
+	} {
+		if _, busy, _ := parseHookStarts([]byte(line("2026-12-05T10:00:02Z", "start", `""`)+"\n"+end+"\n"), false); busy {
+			t.Errorf("still running after %s", end)
+		}
+		if _, busy, _ := parseHookStarts([]byte(end+"\n"+line("2026-12-05T10:00:04Z", "stop", `""`)+"\n"), false); !busy {
+			t.Errorf("a hook started after %s is not running", end)
+		}
+	}
+	if _, busy, _ := parseHookStarts([]byte(`time=2026-12-05T10:00:03Z level=INFO msg="hook committed" hook=start`+"\n"), true); busy {
+		t.Error("a hook that ended in a later read still runs")
+	}
+	if _, busy, _ := parseHookStarts([]byte(`time=2026-12-05T10:00:03Z level=INFO msg="unit ready"`+"\n"), true); !busy {
+		t.Error("a line about something else ended the running hook")
 	}
 }
 
