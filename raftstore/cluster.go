@@ -235,7 +235,9 @@ func (n *Node) candidateAddrs(ctx context.Context, servers []raft.Server) []stri
 }
 
 // probe asks every address for Info, concurrently, and returns the answers
-// from members other than this one.
+// from members other than this one. It asks for brief answers (no
+// configuration, no state hashes): nothing here reads them, and every
+// member answers some every round.
 func (n *Node) probe(ctx context.Context, addrs []string) []peerInfo {
 	var mu sync.Mutex
 	var out []peerInfo
@@ -246,7 +248,7 @@ func (n *Node) probe(ctx context.Context, addrs []string) []peerInfo {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			info, err := n.infoOf(ctx, a, time.Second)
+			info, err := n.infoWith(ctx, a, time.Second, &peerpb.InfoRequest{Brief: true})
 			if err != nil {
 				mu.Lock()
 				unanswered[a] = shortProbeError(err)

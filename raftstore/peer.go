@@ -33,10 +33,24 @@ type peerServer struct {
 
 func (s *peerServer) Info(ctx context.Context, req *peerpb.InfoRequest) (*peerpb.InfoResponse, error) {
 	s.n.noteLeaderCommit(raft.ServerID(req.GetLeaderId()), req.GetLeaderCommitIndex())
+	if req.GetBrief() {
+		return s.n.briefInfo(), nil
+	}
 	return s.n.info(), nil
 }
 
+// briefInfo is info without what a probe does not read: the configuration
+// and the state hashes.
+func (n *Node) briefInfo() *peerpb.InfoResponse {
+	return n.selfInfo(false)
+}
+
+// info is what this member says of itself to a peer that asks.
 func (n *Node) info() *peerpb.InfoResponse {
+	return n.selfInfo(true)
+}
+
+func (n *Node) selfInfo(full bool) *peerpb.InfoResponse {
 	leaderID, leaderAddr := n.Leader()
 	r := &peerpb.InfoResponse{
 		ServerId:      string(n.id),
@@ -56,8 +70,10 @@ func (n *Node) info() *peerpb.InfoResponse {
 		LogStore:      string(n.stores.kind),
 
 		BootstrapEligible: n.cfg.BootstrapExpect > 0 && !n.cfg.NoBootstrap,
-		StateHashes:       n.hashes.list(),
 		LastLogTerm:       lastLogTerm(n.raft),
+	}
+	if full {
+		r.StateHashes = n.hashes.list()
 	}
 	st := n.fsm.State()
 	r.ClusterId = st.ClusterID()
@@ -72,6 +88,9 @@ func (n *Node) info() *peerpb.InfoResponse {
 	}
 	if p := n.proposal.Load(); p != nil {
 		r.BootstrapProposal = *p
+	}
+	if !full {
+		return r
 	}
 	if cfg, err := n.Configuration(); err == nil {
 		for _, sv := range cfg.Servers {

@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/bagkeeper/bagkeeper/raftstore/peerpb"
+	"github.com/bagkeeper/bagkeeper/raftstore/state"
 )
 
 // TestWhoASettledMemberProbes: a voter probes every address each round; a
@@ -169,4 +172,40 @@ func TestSettledNonVotersProbeTheVotersAndFewOthers(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestProbesAskForBriefAnswers: the cluster loop's probes get who answers
+// and where without the configuration or the state hashes (every member
+// answers some every round); a full Info answer, which the leader's health
+// polls and status use, still carries both.
+func TestProbesAskForBriefAnswers(t *testing.T) {
+	c := newTestCluster(t, "app")
+	for _, p := range []string{"web-a", "web-b", "web-c"} {
+		c.start(p, withExpect(3))
+	}
+	l := c.leader(10 * time.Second)
+	f := c.follower(l)
+	mustApply(t, l.node, state.HashStateOp())
+	var full *peerpb.InfoResponse
+	eventually(t, 10*time.Second, "the follower's full Info to name three members and a state hash", func() error {
+		var err error
+		if full, err = l.node.infoOf(applyCtx(t), f.node.Advertise(), time.Second); err != nil {
+			return err
+		}
+		if len(full.GetConfiguration()) != 3 || len(full.GetStateHashes()) == 0 {
+			return fmt.Errorf("%d servers, %d state hashes", len(full.GetConfiguration()), len(full.GetStateHashes()))
+		}
+		return nil
+	})
+	infos := l.node.probe(applyCtx(t), []string{f.node.Advertise()})
+	if len(infos) != 1 {
+		t.Fatalf("probe answers %v", infos)
+	}
+	got := infos[0].info
+	if got.GetServerId() != string(f.node.ID()) || got.GetAddress() != f.node.Advertise() || !got.GetHasState() || got.GetClusterId() != full.GetClusterId() {
+		t.Fatalf("a probe's answer lacks who answered: %v", got)
+	}
+	if len(got.GetConfiguration()) != 0 || len(got.GetStateHashes()) != 0 {
+		t.Fatalf("a probe's answer carries %d servers and %d state hashes, want none", len(got.GetConfiguration()), len(got.GetStateHashes()))
+	}
 }

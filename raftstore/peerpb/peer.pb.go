@@ -229,8 +229,13 @@ type InfoRequest struct {
 	// that a follower learns how far behind it is without asking itself.
 	LeaderId          string `protobuf:"bytes,1,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
 	LeaderCommitIndex uint64 `protobuf:"varint,2,opt,name=leader_commit_index,json=leaderCommitIndex,proto3" json:"leader_commit_index,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Set by the cluster loop's probes, which read only who answers, where,
+	// and what it holds: the answer leaves out the configuration and the
+	// state hashes (at 100 members the configuration alone is ~6 KiB, in
+	// every one of the group's probe answers).
+	Brief         bool `protobuf:"varint,3,opt,name=brief,proto3" json:"brief,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InfoRequest) Reset() {
@@ -275,6 +280,13 @@ func (x *InfoRequest) GetLeaderCommitIndex() uint64 {
 		return x.LeaderCommitIndex
 	}
 	return 0
+}
+
+func (x *InfoRequest) GetBrief() bool {
+	if x != nil {
+		return x.Brief
+	}
+	return false
 }
 
 type Server struct {
@@ -361,7 +373,7 @@ type InfoResponse struct {
 	// The configuration this node proposes to bootstrap with, while it waits
 	// for bootstrap-expect peers. Empty otherwise.
 	BootstrapProposal []*Server `protobuf:"bytes,15,rep,name=bootstrap_proposal,json=bootstrapProposal,proto3" json:"bootstrap_proposal,omitempty"`
-	// The latest raft configuration this node knows.
+	// The latest raft configuration this node knows (not in brief answers).
 	Configuration []*Server `protobuf:"bytes,16,rep,name=configuration,proto3" json:"configuration,omitempty"`
 	Version       string    `protobuf:"bytes,17,opt,name=version,proto3" json:"version,omitempty"`
 	// Whether this node may take part in bootstrapping a new cluster. A
@@ -370,7 +382,7 @@ type InfoResponse struct {
 	// cannot start a second cluster.
 	BootstrapEligible bool `protobuf:"varint,18,opt,name=bootstrap_eligible,json=bootstrapEligible,proto3" json:"bootstrap_eligible,omitempty"`
 	// Hashes of this member's state at the latest hash points it applied
-	// (see the HashState command), oldest first.
+	// (see the HashState command), oldest first. Not in brief answers.
 	StateHashes []*StateHash `protobuf:"bytes,19,rep,name=state_hashes,json=stateHashes,proto3" json:"state_hashes,omitempty"`
 	// The cluster id and generation of this member's state (see
 	// StartGeneration); empty and 0 before its first command.
@@ -1000,10 +1012,11 @@ const file_raftstore_peerpb_peer_proto_rawDesc = "" +
 	"\x04hops\x18\x01 \x01(\rR\x04hops\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\tR\x04from\")\n" +
 	"\x11ReadIndexResponse\x12\x14\n" +
-	"\x05index\x18\x01 \x01(\x04R\x05index\"Z\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\"p\n" +
 	"\vInfoRequest\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\tR\bleaderId\x12.\n" +
-	"\x13leader_commit_index\x18\x02 \x01(\x04R\x11leaderCommitIndex\"N\n" +
+	"\x13leader_commit_index\x18\x02 \x01(\x04R\x11leaderCommitIndex\x12\x14\n" +
+	"\x05brief\x18\x03 \x01(\bR\x05brief\"N\n" +
 	"\x06Server\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x1a\n" +
