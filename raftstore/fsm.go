@@ -16,7 +16,7 @@ import (
 
 // FSM adapts the state machine (state.Machine) to raft: it hands it raft's
 // command entries, snapshots and restores it, and learns the committed
-// configurations. It satisfies raft.BatchingFSM and raft.ConfigurationStore.
+// configurations. It satisfies raft.FSM and raft.ConfigurationStore.
 type FSM struct {
 	m *state.Machine
 
@@ -48,11 +48,6 @@ type FSM struct {
 	// up to applied, lacks (see Restore).
 	covered func(applied uint64) bool
 }
-
-var (
-	_ raft.BatchingFSM        = (*FSM)(nil)
-	_ raft.ConfigurationStore = (*FSM)(nil)
-)
 
 // NewFSM returns an empty state machine. fatal (may be nil) is told when
 // the log holds a command this build cannot apply.
@@ -97,60 +92,28 @@ func (f *FSM) appliedIndex() uint64 {
 
 // Apply implements raft.FSM. It returns a *storepb.Result.
 func (f *FSM) Apply(l *raft.Log) any {
-	b := f.m.Batch()
-	defer b.Publish()
-	return f.apply(b, l)
-}
-
-// ApplyBatch implements raft.BatchingFSM: raft hands over the entries it
-// committed together (up to MaxAppendEntries), and the state they make is
-// published once, after the last, so that what watches the state wakes
-// once for them. A non-voter is sent its entries in batches (see
-// heartbeat.go), and its unit's agent would otherwise decide its next hook
-// after each. Configuration entries come here too (raft then does not call
-// StoreConfiguration); the commands before one are published first.
-func (f *FSM) ApplyBatch(logs []*raft.Log) []any {
-	out := make([]any, len(logs))
-	b := f.m.Batch()
-	defer b.Publish()
-	for i, l := range logs {
-		if l.Type == raft.LogConfiguration {
-			b.Publish()
-			f.StoreConfiguration(l.Index, raft.DecodeConfiguration(l.Data))
-			continue
-		}
-		out[i] = f.apply(b, l)
-	}
-	return out
-}
-
-// apply applies one entry to batch b; what it returns is Apply's answer.
-func (f *FSM) apply(b *state.Batch, l *raft.Log) any {
 	if f.halted.Load() {
 		return &storepb.Result{ErrorCode: storepb.ErrorCode_UNSUPPORTED, ErrorMessage: "state machine halted", Index: l.Index}
 	}
 	if l.Type != raft.LogCommand {
 		return nil
 	}
-	if l.Index <= b.State().Index() {
+	if l.Index <= f.State().Index() {
 		// Applied before a restore this state machine skipped (see
 		// Restore); raft hands on the entries after the snapshot again.
 		// Only a follower gets here: no caller waits for the result.
 		return &storepb.Result{ErrorCode: storepb.ErrorCode_STALE_RETRY, ErrorMessage: "entry applied before", Index: l.Index}
 	}
 	if hook := f.beforeApply.Load(); hook != nil {
-		// What the test holds back is this entry, not those before it.
-		b.Publish()
 		(*hook)(l)
 	}
-	res, err := b.Apply(l.Index, l.Data)
+	res, err := f.m.Apply(l.Index, l.Data)
 	switch {
 	case errors.Is(err, state.ErrCorrupt):
 		// Applying a damaged entry would serve a wrong value, and hand it
 		// on in snapshots: stop here, and let the member say why it does
 		// not serve.
 		f.halted.Store(true)
-		b.Publish()
 		if f.onCorrupt != nil {
 			f.onCorrupt(l.Index, err)
 		}
@@ -158,7 +121,6 @@ func (f *FSM) apply(b *state.Batch, l *raft.Log) any {
 		return &storepb.Result{ErrorCode: storepb.ErrorCode_INVALID, ErrorMessage: "damaged log entry", Index: l.Index}
 	case err != nil:
 		f.halted.Store(true)
-		b.Publish()
 		if f.fatal != nil {
 			f.fatal(fmt.Errorf("%w: this member cannot apply it; run the same bagkeeper version on every member (see the upgrade note in docs/operations.md)", err))
 		}

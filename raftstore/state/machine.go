@@ -17,13 +17,12 @@ import (
 const CommandVersion = 2
 
 // Machine is bagkeeper's replicated state machine, without raft: it applies
-// encoded commands, one log index at a time, and publishes the resulting
-// State after each entry, or after each batch of them (Batch). raftstore's
-// FSM feeds it raft's log; tests feed it directly.
+// encoded commands, one log index at a time, and publishes each resulting
+// State. raftstore's FSM feeds it raft's log; tests feed it directly.
 //
 // Apply is deterministic: its outcome depends only on the current State and
 // the entry (the command carries the leader's clock). Each applied entry
-// makes a new immutable State; State returns the newest one without
+// publishes a new immutable State; State returns the newest one without
 // locking, and Changed lets readers wait for the next. Apply and Restore
 // must not be called concurrently with each other.
 type Machine struct {
@@ -89,31 +88,7 @@ func (m *Machine) Restore(s *State) { m.publish(s) }
 // (wrapping ErrUnsupported). Applying past it would make this member's
 // state differ from the others'.
 func (m *Machine) Apply(index uint64, data []byte) (*storepb.Result, error) {
-	b := m.Batch()
-	defer b.Publish()
-	return b.Apply(index, data)
-}
-
-// Batch applies entries one after another, as Apply does, and publishes
-// the State they make once, when Publish is called: the watchers of the
-// state (a unit's agent deciding its next hook, readers waiting for an
-// index) wake once for a batch of entries instead of once for each. The
-// machine must not be given other entries until Publish.
-type Batch struct {
-	m       *Machine
-	cur     *State
-	pending bool // cur is not published yet
-}
-
-// Batch starts a batch on the newest State.
-func (m *Machine) Batch() *Batch { return &Batch{m: m, cur: m.State()} }
-
-// State is the State after the entries applied so far, published or not.
-func (b *Batch) State() *State { return b.cur }
-
-// Apply applies the entry at index to the batch's State, with Apply's
-// results and errors; an entry that errs is not applied.
-func (b *Batch) Apply(index uint64, data []byte) (*storepb.Result, error) {
+	cur := m.State()
 	cmd, err := DecodeEntry(data)
 	switch {
 	case errors.Is(err, ErrCorrupt), errors.Is(err, ErrUnsupported):
@@ -121,27 +96,18 @@ func (b *Batch) Apply(index uint64, data []byte) (*storepb.Result, error) {
 	case err != nil:
 		// A sealed body that is no command: every member decodes the same
 		// bytes the same way, so refusing the entry keeps them in step.
-		b.cur, b.pending = b.cur.withIndex(index), true
+		m.publish(cur.withIndex(index))
 		return &storepb.Result{ErrorCode: storepb.ErrorCode_INVALID, ErrorMessage: err.Error(), Index: index}, nil
 	}
 	if err := CheckVersion(cmd); err != nil {
 		return nil, fmt.Errorf("raft log entry %d: %w", index, err)
 	}
-	next, res := apply(b.cur, index, cmd)
-	b.cur, b.pending = next, true
-	if b.m.OnHashPoint != nil && res.GetErrorCode() == storepb.ErrorCode_OK && isHashPoint(cmd) {
-		b.m.OnHashPoint(next)
+	next, res := apply(cur, index, cmd)
+	m.publish(next)
+	if m.OnHashPoint != nil && res.GetErrorCode() == storepb.ErrorCode_OK && isHashPoint(cmd) {
+		m.OnHashPoint(next)
 	}
 	return res, nil
-}
-
-// Publish makes the entries applied so far the machine's State, if any
-// were; the batch may go on after it.
-func (b *Batch) Publish() {
-	if b.pending {
-		b.m.publish(b.cur)
-		b.pending = false
-	}
 }
 
 func isHashPoint(cmd *storepb.Command) bool {
