@@ -231,7 +231,7 @@ type InfoRequest struct {
 	LeaderCommitIndex uint64 `protobuf:"varint,2,opt,name=leader_commit_index,json=leaderCommitIndex,proto3" json:"leader_commit_index,omitempty"`
 	// Set by the cluster loop's probes, which read only who answers, where,
 	// and what it holds: the answer leaves out the configuration and the
-	// state hashes (at 100 members the configuration alone is ~6 KiB, in
+	// state hashes (at 100 members the configuration alone is about 5 KB, in
 	// every one of the group's probe answers).
 	Brief         bool `protobuf:"varint,3,opt,name=brief,proto3" json:"brief,omitempty"`
 	unknownFields protoimpl.UnknownFields
