@@ -369,7 +369,7 @@ func (b *bagkeeperTarget) measureScale(ctx context.Context, env *Env) ([]Row, er
 	rows = append(rows, Row{What: fmt.Sprintf("scale: %d units form one group and are ready", n), Target: name,
 		Value: fmt.Sprintf("formed in %s, all ready in %s, hooks settled in %s (%d hooks started after all were ready), raft term %s then", fmtDuration(formed), fmtDuration(ready), fmtDuration(settled), g.settledHooks, termFormed) + prefixed("; ", unsettled),
 		Note: fmt.Sprintf("all %d sidecars started at once (pods %s-0 … %s-%d, ordinal units, --bootstrap-expect 3, --voters %d, --peers the first %d members' addresses plus its own); "+
-			"formed: every member in the leader's raft configuration; ready: /readyz 200 on every member; settled: no hook started for 3 s (each unit runs its start hooks and relation-joined/changed for every other unit)",
+			"formed: every member in the leader's raft configuration; ready: /readyz 200 on every member; settled: no hook started for 3 s, none running (its log says each started hook ended) and every member ready (each unit runs its start hooks and relation-joined/changed for every other unit)",
 			n, scaleApp, scaleApp, n-1, *scaleVoters, scaleSeeds)})
 	emptyRSS, emptyAnon := g.rss()
 	env.Progressf("scale: RSS with an empty state: %s", spreadOf(emptyRSS).bytes())
