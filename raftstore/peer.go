@@ -33,23 +33,14 @@ type peerServer struct {
 
 func (s *peerServer) Info(ctx context.Context, req *peerpb.InfoRequest) (*peerpb.InfoResponse, error) {
 	s.n.noteLeaderCommit(raft.ServerID(req.GetLeaderId()), req.GetLeaderCommitIndex())
-	if req.GetBrief() {
-		return s.n.briefInfo(), nil
-	}
-	return s.n.info(), nil
-}
-
-// briefInfo is info without what a probe does not read: the configuration
-// and the state hashes.
-func (n *Node) briefInfo() *peerpb.InfoResponse {
-	return n.selfInfo(false)
+	return s.n.selfInfo(!req.GetBrief()), nil
 }
 
 // info is what this member says of itself to a peer that asks.
-func (n *Node) info() *peerpb.InfoResponse {
-	return n.selfInfo(true)
-}
+func (n *Node) info() *peerpb.InfoResponse { return n.selfInfo(true) }
 
+// selfInfo is info; without full, it leaves out what a probe does not
+// read: the state hashes and the configuration.
 func (n *Node) selfInfo(full bool) *peerpb.InfoResponse {
 	leaderID, leaderAddr := n.Leader()
 	r := &peerpb.InfoResponse{
@@ -72,9 +63,6 @@ func (n *Node) selfInfo(full bool) *peerpb.InfoResponse {
 		BootstrapEligible: n.cfg.BootstrapExpect > 0 && !n.cfg.NoBootstrap,
 		LastLogTerm:       lastLogTerm(n.raft),
 	}
-	if full {
-		r.StateHashes = n.hashes.list()
-	}
 	st := n.fsm.State()
 	r.ClusterId = st.ClusterID()
 	r.Generation, _, _ = st.Generation()
@@ -92,6 +80,7 @@ func (n *Node) selfInfo(full bool) *peerpb.InfoResponse {
 	if !full {
 		return r
 	}
+	r.StateHashes = n.hashes.list()
 	if cfg, err := n.Configuration(); err == nil {
 		for _, sv := range cfg.Servers {
 			r.Configuration = append(r.Configuration, &peerpb.Server{Id: string(sv.ID), Address: string(sv.Address), Suffrage: sv.Suffrage.String()})

@@ -205,8 +205,8 @@ type hookStart struct {
 // sidecar's text log) and returns the hooks they say were started and how
 // many bytes it consumed (up to the last newline). busy is whether a hook
 // was still running at the end of those lines: the last line about a hook
-// (or the sidecar's start or stop) was a hook's start; it is was when the
-// lines say nothing of it.
+// (or the sidecar's start or stop) was a hook's start; it stays was when
+// the lines say nothing of it.
 func parseHookStarts(data []byte, was bool) (hs []hookStart, busy bool, n int) {
 	end := bytes.LastIndexByte(data, '\n') + 1
 	busy = was
