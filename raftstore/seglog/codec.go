@@ -30,6 +30,15 @@ const (
 	minPayload = 7
 
 	codecVersion = 1
+
+	// maxLogOverhead bounds what appendLog adds to an entry's data and
+	// extensions: the version, three uvarints and two length uvarints
+	// (10 bytes each at most), the type, the time flag and a varint.
+	maxLogOverhead = 1 + 5*binary.MaxVarintLen64 + 1 + 1 + binary.MaxVarintLen64
+
+	// maxKeptBuffer is the largest append buffer a store keeps for the
+	// next append.
+	maxKeptBuffer = 1 << 20
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)

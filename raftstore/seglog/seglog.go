@@ -118,6 +118,9 @@ type Store struct {
 	opts Options
 
 	wmu sync.Mutex
+	// wbuf is StoreLogs' buffer for the records of an append, kept for the
+	// next one when it is at most maxKeptBuffer (wmu held).
+	wbuf []byte
 
 	mu     sync.RWMutex
 	segs   []*segment
@@ -392,7 +395,17 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 			return fmt.Errorf("seglog: storing entry %d after entry %d: entries must be consecutive", l.Index, want-1)
 		}
 	}
-	var buf []byte
+	size := 0
+	for _, l := range logs {
+		size += recordHeaderLen + maxLogOverhead + len(l.Data) + len(l.Extensions)
+	}
+	buf := s.wbuf[:0]
+	if cap(buf) < size {
+		buf = make([]byte, 0, size)
+	}
+	if cap(buf) <= maxKeptBuffer {
+		s.wbuf = buf
+	}
 	for i, l := range logs {
 		// The length's top bit is the end-of-append mark: leave room
 		// for the header fields beside data and extensions.

@@ -17,7 +17,7 @@ func SessionResults(s *State, client string) int {
 	if !ok {
 		return -1
 	}
-	return len(sess.results)
+	return len(sess.results())
 }
 
 // dump renders a State canonically so two States can be compared.
@@ -49,7 +49,7 @@ func dump(s *State) string {
 	})
 	walk(s.sessions, func(k []byte, v *session) bool {
 		fmt.Fprintf(&b, "session %s active=%d lowest=%d", k, v.lastActive.UnixNano(), v.lowestPending)
-		for _, r := range v.results {
+		for _, r := range v.results() {
 			fmt.Fprintf(&b, " %d:%x", r.seq, r.result)
 		}
 		b.WriteString("\n")

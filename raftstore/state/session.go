@@ -1,7 +1,6 @@
 package state
 
 import (
-	"slices"
 	"time"
 
 	iradix "github.com/hashicorp/go-immutable-radix/v2"
@@ -33,7 +32,10 @@ const sweepEvery = SessionTTL / 8
 type session struct {
 	lastActive    time.Time
 	lowestPending uint64
-	results       []sessionResult // ordered by sequence
+	// The results of the commands the client may still wait for, ordered by
+	// sequence: log.arr[lo:hi] (no log when there are none).
+	log    *resultLog
+	lo, hi int
 }
 
 type sessionResult struct {
@@ -41,10 +43,58 @@ type sessionResult struct {
 	result []byte // encoded storepb.Result
 }
 
+// resultLog is the array a client's session versions keep their results
+// in. Each command makes a new version of its client's session, which
+// usually differs from the one before by results dropped at the front
+// (the client no longer waits for them) and one added at the back, so a
+// version shares its predecessor's array instead of copying every result
+// in flight: with many commands in flight from one member, a copy per
+// command cost the state machine time and garbage in proportion to their
+// number.
+//
+// Versions are immutable: a version only ever writes arr[next], past the
+// end of every version made so far, and only when its own results end at
+// next (it is the newest). A version that is not the newest (a second
+// command applied to the same earlier state) copies. arr's length never
+// changes after it is made, so readers of older versions never race the
+// writer.
+type resultLog struct {
+	arr  []sessionResult
+	next int // arr[:next] has been written
+}
+
+// newSession returns a session with results (ordered by sequence).
+func newSession(lastActive time.Time, lowestPending uint64, results []sessionResult) *session {
+	s := &session{lastActive: lastActive, lowestPending: lowestPending}
+	s.setResults(results)
+	return s
+}
+
+// results returns the session's results, ordered by sequence. The caller
+// must not modify them.
+func (s *session) results() []sessionResult {
+	if s.log == nil {
+		return nil
+	}
+	return s.log.arr[s.lo:s.hi:s.hi]
+}
+
+// setResults makes a new array for results, with room to append as many
+// again.
+func (s *session) setResults(results []sessionResult) {
+	if len(results) == 0 {
+		s.log, s.lo, s.hi = nil, 0, 0
+		return
+	}
+	arr := make([]sessionResult, max(8, 2*len(results)))
+	copy(arr, results)
+	s.log, s.lo, s.hi = &resultLog{arr: arr, next: len(results)}, 0, len(results)
+}
+
 // answered returns the recorded result of a retried command, or why it is
 // not answered from the session.
 func (s *session) answered(req *storepb.ClientRequest) (*storepb.Result, bool) {
-	for _, r := range s.results {
+	for _, r := range s.results() {
 		if r.seq == req.GetSequence() {
 			var res storepb.Result
 			if proto.Unmarshal(r.result, &res) == nil {
@@ -56,27 +106,48 @@ func (s *session) answered(req *storepb.ClientRequest) (*storepb.Result, bool) {
 }
 
 // record returns the session after the client's command req had result res.
+// s is not modified (its results array may gain an entry past its end).
 func (s *session) record(req *storepb.ClientRequest, now time.Time, res *storepb.Result) *session {
 	next := &session{lastActive: now, lowestPending: max(s.lowestPending, req.GetLowestPending())}
-	for _, r := range s.results {
-		if r.seq >= next.lowestPending {
-			next.results = append(next.results, r)
-		}
+	rs := s.results()
+	drop := 0
+	for drop < len(rs) && rs[drop].seq < next.lowestPending {
+		drop++
 	}
-	if req.GetSequence() >= next.lowestPending {
-		if enc, err := proto.Marshal(res); err == nil {
-			next.results = append(next.results, sessionResult{seq: req.GetSequence(), result: enc})
-			slices.SortFunc(next.results, func(a, b sessionResult) int {
-				switch {
-				case a.seq < b.seq:
-					return -1
-				case a.seq > b.seq:
-					return 1
-				}
-				return 0
-			})
-		}
+	live := rs[drop:]
+	seq := req.GetSequence()
+	add := seq >= next.lowestPending
+	var enc []byte
+	if add {
+		var err error
+		enc, err = proto.Marshal(res)
+		add = err == nil
 	}
+	switch {
+	case !add && len(live) == 0:
+		return next
+	case !add:
+		next.log, next.lo, next.hi = s.log, s.lo+drop, s.hi
+		return next
+	case s.log != nil && s.hi == s.log.next && s.hi < len(s.log.arr) && (len(live) == 0 || live[len(live)-1].seq < seq):
+		// The newest version, with room, and the command numbered after
+		// every result kept: append in place.
+		s.log.arr[s.hi] = sessionResult{seq: seq, result: enc}
+		s.log.next++
+		next.log, next.lo, next.hi = s.log, s.lo+drop, s.hi+1
+		return next
+	}
+	// Otherwise a new array: the result goes after those numbered up to its
+	// own sequence.
+	at := len(live)
+	for at > 0 && live[at-1].seq > seq {
+		at--
+	}
+	merged := make([]sessionResult, 0, len(live)+1)
+	merged = append(merged, live[:at]...)
+	merged = append(merged, sessionResult{seq: seq, result: enc})
+	merged = append(merged, live[at:]...)
+	next.setResults(merged)
 	return next
 }
 

@@ -119,7 +119,7 @@ func WriteSnapshot(w io.Writer, s *State) error {
 	}
 	walk(s.sessions, func(k []byte, v *session) bool {
 		rec := &storepb.SessionRecord{ClientId: string(k), LastActiveUnixNano: unixNano(v.lastActive), LowestPending: v.lowestPending}
-		for _, r := range v.results {
+		for _, r := range v.results() {
 			var res storepb.Result
 			if uerr := proto.Unmarshal(r.result, &res); uerr != nil {
 				err = uerr
@@ -228,15 +228,15 @@ func ReadSnapshot(r io.Reader) (*State, error) {
 			cursors.Insert([]byte(x.Cursor.GetUnit()), x.Cursor.GetCursor())
 		case *storepb.SnapshotRecord_Session:
 			x2 := x.Session
-			sess := &session{lastActive: fromUnixNano(x2.GetLastActiveUnixNano()), lowestPending: x2.GetLowestPending()}
+			var results []sessionResult
 			for _, r := range x2.GetResults() {
 				enc, err := proto.Marshal(r.GetResult())
 				if err != nil {
 					return nil, err
 				}
-				sess.results = append(sess.results, sessionResult{seq: r.GetSequence(), result: enc})
+				results = append(results, sessionResult{seq: r.GetSequence(), result: enc})
 			}
-			sessions.Insert([]byte(x2.GetClientId()), sess)
+			sessions.Insert([]byte(x2.GetClientId()), newSession(fromUnixNano(x2.GetLastActiveUnixNano()), x2.GetLowestPending(), results))
 		case *storepb.SnapshotRecord_Divergence:
 			d := x.Divergence
 			divergent.Insert([]byte(d.GetMemberId()), &Divergence{Member: d.GetMemberId(), Index: d.GetIndex(), Hash: d.GetHash(), Expected: d.GetExpected(), Since: fromUnixNano(d.GetSinceUnixNano())})
