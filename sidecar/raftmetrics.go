@@ -144,25 +144,27 @@ func (m *raftMetrics) get(kind seriesKind, name, help string, labels []gometrics
 // lookup returns the series of raft's key with suffix and labels, making
 // it on first use. m.mu must be held.
 func (m *raftMetrics) lookup(kind seriesKind, key []string, suffix, what string, labels []gometrics.Label, buckets []float64) *raftSeries {
-	var b strings.Builder
-	b.WriteByte(byte('0' + kind))
+	// The raw key is built on the stack: a known series (every sample
+	// but a series' first) is found without allocating.
+	var arr [256]byte
+	b := append(arr[:0], byte('0'+kind))
 	for _, part := range key {
-		b.WriteByte(0)
-		b.WriteString(part)
+		b = append(b, 0)
+		b = append(b, part...)
 	}
-	b.WriteByte(1)
-	b.WriteString(suffix)
+	b = append(b, 1)
+	b = append(b, suffix...)
 	for _, l := range labels {
-		b.WriteByte(2)
-		b.WriteString(l.Name)
-		b.WriteByte(3)
-		b.WriteString(l.Value)
+		b = append(b, 2)
+		b = append(b, l.Name...)
+		b = append(b, 3)
+		b = append(b, l.Value...)
 	}
-	raw := b.String()
-	if s := m.byRaw[raw]; s != nil {
+	if s := m.byRaw[string(b)]; s != nil {
 		s.updated = m.now()
 		return s
 	}
+	raw := string(b)
 	s := m.get(kind, promName(key, suffix), helpOf(key, what), labels, buckets)
 	m.byRaw[raw] = s
 	s.raw = append(s.raw, raw)

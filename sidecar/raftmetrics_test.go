@@ -88,3 +88,16 @@ bagkeeper_raft_peers 3
 		t.Errorf("%d append series, want 1", n)
 	}
 }
+
+// TestAKnownSeriesTakesASampleWithoutAllocating: raft reports several
+// samples for every write, so a series already made is found without
+// building its key on the heap.
+func TestAKnownSeriesTakesASampleWithoutAllocating(t *testing.T) {
+	m := newRaftMetrics()
+	key := []string{"bagkeeper", "raft", "replication", "appendEntries", "logs"}
+	peer := []gometrics.Label{{Name: "peer_id", Value: "web-1/x7"}}
+	m.IncrCounterWithLabels(key, 1, peer)
+	if n := testing.AllocsPerRun(100, func() { m.IncrCounterWithLabels(key, 1, peer) }); n != 0 {
+		t.Errorf("a sample of a known series allocated %.1f times", n)
+	}
+}
