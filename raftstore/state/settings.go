@@ -8,8 +8,6 @@ import (
 	"strings"
 	"unique"
 
-	iradix "github.com/hashicorp/go-immutable-radix/v2"
-
 	"github.com/bagkeeper/bagkeeper/raftstore/storepb"
 )
 
@@ -24,12 +22,11 @@ import (
 // Most bags are small: a unit's bag in a relation it has written nothing
 // to holds the three address keys its agent puts there. Up to smallSettings
 // keys are kept in a sorted slice, copied on change (at that size the copy
-// is cheaper than the tree's path, and a tenth of its memory: a radix tree
-// takes some 400 bytes a key); a larger map is a radix tree.
+// is cheaper than a tree's path); a larger map is a B+ tree (snode).
 type Settings struct {
-	t     *iradix.Tree[string] // more than smallSettings keys
-	small []setting            // at most smallSettings keys, sorted; never changed once made
-	size  int                  // bytes of all keys and values
+	t     *snode    // more than smallSettings keys
+	small []setting // at most smallSettings keys, sorted; never changed once made
+	size  int       // bytes of all keys and values
 }
 
 // setting is one key and value of a small Settings.
@@ -67,13 +64,14 @@ func SettingsOf(m map[string]string) Settings {
 		slices.SortFunc(out.small, func(a, b setting) int { return strings.Compare(a.k, b.k) })
 		return out
 	}
-	txn := iradix.New[string]().Txn()
+	entries := make([]setting, 0, len(m))
 	size := 0
 	for k, v := range m {
-		txn.Insert([]byte(k), intern(v))
+		entries = append(entries, setting{intern(k), intern(v)})
 		size += len(k) + len(v)
 	}
-	return Settings{t: txn.Commit(), size: size}
+	slices.SortFunc(entries, func(a, b setting) int { return strings.Compare(a.k, b.k) })
+	return Settings{t: buildSettingsTree(entries), size: size}
 }
 
 // Len returns the number of keys.
@@ -81,7 +79,7 @@ func (s Settings) Len() int {
 	if s.t == nil {
 		return len(s.small)
 	}
-	return s.t.Len()
+	return s.t.count
 }
 
 // Size returns the bytes of all keys and values together.
@@ -96,7 +94,7 @@ func (s Settings) Get(k string) (string, bool) {
 		}
 		return s.small[i].v, true
 	}
-	return s.t.Get([]byte(k))
+	return s.t.get(k)
 }
 
 // find returns where k is, or would be, in s.small.
@@ -121,12 +119,7 @@ func (s Settings) All() iter.Seq2[string, string] {
 			}
 			return
 		}
-		it := s.t.Root().Iterator()
-		for k, v, ok := it.Next(); ok; k, v, ok = it.Next() {
-			if !yield(string(k), v) {
-				return
-			}
-		}
+		s.t.each(yield)
 	}
 }
 
@@ -166,22 +159,23 @@ func (s Settings) merge(set map[string]string, del []string) (Settings, bool, *C
 	if t == nil {
 		t = s.tree()
 	}
-	txn := t.Txn()
 	size, changed := s.size, false
 	for k, v := range set {
-		old, ok := txn.Get([]byte(k))
+		old, ok := t.get(k)
 		if ok && old == v {
 			continue
 		}
 		if ok {
 			size -= len(k) + len(old)
 		}
-		txn.Insert([]byte(k), intern(v))
+		t, _, _ = t.with(intern(k), intern(v))
 		size += len(k) + len(v)
 		changed = true
 	}
 	for _, k := range del {
-		if old, ok := txn.Delete([]byte(k)); ok {
+		var old string
+		var ok bool
+		if t, old, ok = t.without(k); ok {
 			size -= len(k) + len(old)
 			changed = true
 		}
@@ -189,8 +183,8 @@ func (s Settings) merge(set map[string]string, del []string) (Settings, bool, *C
 	if !changed {
 		return s, false, nil
 	}
-	next := Settings{t: txn.Commit(), size: size}
-	if next.t.Len() <= smallSettings {
+	next := Settings{t: t, size: size}
+	if next.Len() <= smallSettings {
 		next = next.asSmall()
 	}
 	return next, true, nil
@@ -236,13 +230,9 @@ func (s Settings) mergeSmall(set map[string]string, del []string) (Settings, boo
 	return next, true, nil
 }
 
-// tree returns s's keys in a radix tree.
-func (s Settings) tree() *iradix.Tree[string] {
-	txn := iradix.New[string]().Txn()
-	for _, e := range s.small {
-		txn.Insert([]byte(e.k), e.v)
-	}
-	return txn.Commit()
+// tree returns s's keys in a tree.
+func (s Settings) tree() *snode {
+	return buildSettingsTree(s.small)
 }
 
 // asSmall returns s, of at most smallSettings keys, kept in a slice.
