@@ -17,9 +17,13 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"time"
 )
 
 // Percent is the share of the container's memory limit given to the Go
@@ -47,9 +51,51 @@ const Percent = 90
 // sits in every pod, so its footprint is multiplied by the number of pods.
 // Under sustained writes at the highest rate a group sustains (the memory
 // soak in BENCHMARKS.md) it lowers a member's anonymous memory from 55–62
-// to 41–45 MiB for 10 MiB of bags, for about a tenth of the peak write
-// rate; idle, it costs nothing.
+// to 41–45 MiB for 10 MiB of bags; idle, it costs nothing. A small heap
+// under a stream of writes is given more room (MinHeadroom).
 const GCPercent = 50
+
+// MinHeadroom is the least the heap may grow by between two collections
+// while the collector is busy (BusyInterval) and the live heap small: the
+// target is then GCPercent of the live heap, or MinHeadroom if that is
+// more, but never more than the live heap (Go's default). A small heap at
+// GCPercent is collected very often under writes: a member with 5 MiB
+// live collected 20 times a second at 64 writers, which cost a tenth to a
+// fifth of the peak write rate (BENCHMARKS.md, 2026-12-07 afternoon). From
+// 16 MiB live on (the memory soak's members hold more) GCPercent alone
+// decides; and a member that is not busy (an idle one) keeps GCPercent,
+// so that its resident memory stays where GCPercent puts it.
+const MinHeadroom = 8 << 20
+
+// BusyInterval: a collection that follows the one before by less is busy;
+// once the target is raised, it stays raised while collections follow one
+// another by less than four times that (so that it does not swing back
+// and forth under a steady stream).
+const BusyInterval = 250 * time.Millisecond
+
+// PercentFor returns the collector's target for a live heap of live bytes
+// while it is busy: GCPercent, raised so that the heap may grow by
+// MinHeadroom, at most 100.
+func PercentFor(live uint64) int {
+	if live == 0 {
+		return 100
+	}
+	return min(100, max(GCPercent, int((MinHeadroom*100+live-1)/live)))
+}
+
+// targetAfter returns the collector's target after a collection that
+// marked live bytes and came since after the one before, the target
+// having been raised above GCPercent or not.
+func targetAfter(live uint64, since time.Duration, raised bool) int {
+	busy := BusyInterval
+	if raised {
+		busy *= 4
+	}
+	if since >= busy {
+		return GCPercent
+	}
+	return PercentFor(live)
+}
 
 // The cgroup files that hold the container's memory limit.
 const (
@@ -74,6 +120,10 @@ type Config struct {
 	LookupEnv          func(string) (string, bool)   // default os.LookupEnv
 	SetMemoryLimit     func(limit int64) (old int64) // default debug.SetMemoryLimit
 	SetGCPercent       func(percent int) (old int)   // default debug.SetGCPercent
+	// TuneGC starts what keeps the collector's target at PercentFor the
+	// live heap while the collector is busy, calling set after
+	// collections (default TuneAfterCollections).
+	TuneGC func(set func(percent int) (old int)) (stop func())
 }
 
 // Result is what Apply decided.
@@ -97,8 +147,8 @@ type Result struct {
 // Apply sets the Go runtime's soft memory limit to Percent of the
 // container's memory limit, unless GOMEMLIMIT is set (the runtime has
 // applied it already, "off" included) or no limit is found; and the
-// collector's target to GCPercent unless GOGC is set (the runtime has
-// applied it).
+// collector's target to GCPercent (raised for a small heap, see
+// MinHeadroom) unless GOGC is set (the runtime has applied it).
 func Apply(c Config) Result {
 	if c.CgroupV2 == "" {
 		c.CgroupV2 = CgroupV2File
@@ -115,9 +165,13 @@ func Apply(c Config) Result {
 	if c.SetGCPercent == nil {
 		c.SetGCPercent = debug.SetGCPercent
 	}
+	if c.TuneGC == nil {
+		c.TuneGC = TuneAfterCollections
+	}
 	gogc, ok := c.LookupEnv("GOGC")
 	if !ok {
 		c.SetGCPercent(GCPercent)
+		c.TuneGC(c.SetGCPercent)
 	}
 	r := memoryLimit(c)
 	r.GOGC = gogc
@@ -180,7 +234,7 @@ func (r Result) Log(logger *slog.Logger) {
 	if r.Limit == math.MaxInt64 {
 		limit = "none"
 	}
-	gogc := []any{"gogc", GCPercent}
+	gogc := []any{"gogc", GCPercent, "gc_min_headroom_bytes", MinHeadroom}
 	if r.GOGC != "" {
 		gogc = []any{"gogc", r.GOGC, "gogc_source", "GOGC"}
 	}
@@ -193,4 +247,46 @@ func (r Result) Log(logger *slog.Logger) {
 	default:
 		logger.Info("Go memory limit not set: no container memory limit found", append([]any{"limit", limit, "source", r.Source, "reason", r.Note}, gogc...)...)
 	}
+}
+
+// TuneAfterCollections sets the collector's target after every
+// collection, with set (debug.SetGCPercent), until stop is called: to
+// PercentFor the live heap while collections come less than BusyInterval
+// apart, else to GCPercent. It does nothing between collections: a
+// finalizer on an object nothing holds runs after each one, reads the live
+// heap the collection marked, and arms the next.
+func TuneAfterCollections(set func(percent int) (old int)) (stop func()) {
+	var stopped atomic.Bool
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	last := GCPercent
+	var lastGC time.Time
+	var arm func()
+	arm = func() {
+		runtime.SetFinalizer(&gcSentinel{}, func(*gcSentinel) {
+			if stopped.Load() {
+				return
+			}
+			now := time.Now()
+			since := now.Sub(lastGC)
+			lastGC = now
+			metrics.Read(sample)
+			if sample[0].Value.Kind() == metrics.KindUint64 {
+				if p := targetAfter(sample[0].Value.Uint64(), since, last > GCPercent); p != last {
+					set(p)
+					last = p
+				}
+			}
+			arm()
+		})
+	}
+	arm()
+	return func() { stopped.Store(true) }
+}
+
+// gcSentinel is the object whose finalizer marks a collection: large
+// enough, and with a pointer, never to share a tiny allocation block
+// (whose finalizers may wait for the block's other objects).
+type gcSentinel struct {
+	_ *byte
+	_ [16]byte
 }

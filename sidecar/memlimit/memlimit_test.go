@@ -6,8 +6,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 func TestApply(t *testing.T) {
@@ -34,7 +37,7 @@ func TestApply(t *testing.T) {
 		{name: "GOMEMLIMIT set", v2: "268435456\n", env: map[string]string{"GOMEMLIMIT": "100MiB"},
 			wantSource: "GOMEMLIMIT", wantLog: `msg="Go memory limit from GOMEMLIMIT" limit=none source=GOMEMLIMIT`},
 		{name: "GOMEMLIMIT off", v1: "536870912\n", env: map[string]string{"GOMEMLIMIT": "off"},
-			wantSource: "GOMEMLIMIT", wantLog: "gogc=50"},
+			wantSource: "GOMEMLIMIT", wantLog: "gogc=50 gc_min_headroom_bytes=8388608"},
 		{name: "GOGC set", v2: "268435456\n", env: map[string]string{"GOGC": "200"},
 			wantSet: 256 * mib / 100 * 90, wantSource: "v2", wantLog: "percent=90 gogc=200 gogc_source=GOGC"},
 	} {
@@ -50,6 +53,7 @@ func TestApply(t *testing.T) {
 			}
 			current, set := int64(math.MaxInt64), false
 			var gcSet []int
+			tuned := 0
 			r := Apply(Config{
 				CgroupV2: files["v2"], CgroupV1: files["v1"],
 				LookupEnv: func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok },
@@ -61,11 +65,15 @@ func TestApply(t *testing.T) {
 					return old
 				},
 				SetGCPercent: func(p int) int { gcSet = append(gcSet, p); return 100 },
+				TuneGC: func(func(int) int) func() {
+					tuned++
+					return func() {}
+				},
 			})
-			if _, gogc := tc.env["GOGC"]; gogc && len(gcSet) != 0 {
-				t.Fatalf("GOGC is set, but the collector's target was set to %v", gcSet)
-			} else if !gogc && (len(gcSet) != 1 || gcSet[0] != GCPercent) {
-				t.Fatalf("GOGC is not set: the collector's target was set to %v, want [%d]", gcSet, GCPercent)
+			if _, gogc := tc.env["GOGC"]; gogc && (len(gcSet) != 0 || tuned != 0) {
+				t.Fatalf("GOGC is set, but the collector's target was set to %v (tuned %d times)", gcSet, tuned)
+			} else if !gogc && (len(gcSet) != 1 || gcSet[0] != GCPercent || tuned != 1) {
+				t.Fatalf("GOGC is not set: the collector's target was set to %v, want [%d], and tuned %d times, want once", gcSet, GCPercent, tuned)
 			}
 			if tc.wantSet == 0 && set {
 				t.Fatalf("the runtime's limit was set to %d, want it untouched", current)
@@ -107,5 +115,81 @@ func TestApplyLeavesTheRuntimeAloneWhenGOMEMLIMITIsSet(t *testing.T) {
 	}})
 	if calls != 0 || r.Source != "GOMEMLIMIT" {
 		t.Fatalf("got %+v after %d calls that set the limit", r, calls)
+	}
+}
+
+func TestPercentFor(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		live uint64
+		want int
+	}{
+		{0, 100},
+		{1 * mib, 100},  // Go's default: the heap may double
+		{8 * mib, 100},  // doubling is the MinHeadroom
+		{10 * mib, 80},  // 8 MiB of 10
+		{16 * mib, 50},  // GCPercent gives 8 MiB
+		{100 * mib, 50}, // GCPercent
+	} {
+		if got := PercentFor(tc.live); got != tc.want {
+			t.Errorf("PercentFor(%d MiB) = %d, want %d", tc.live/mib, got, tc.want)
+		}
+	}
+}
+
+func TestTheTargetIsRaisedOnlyWhileTheCollectorIsBusy(t *testing.T) {
+	const mib = 1 << 20
+	for _, tc := range []struct {
+		live   uint64
+		since  time.Duration
+		raised bool
+		want   int
+	}{
+		{4 * mib, BusyInterval / 10, false, 100},
+		{4 * mib, BusyInterval, false, GCPercent},    // not busy
+		{4 * mib, 2 * BusyInterval, true, 100},       // raised, still busy enough
+		{4 * mib, 4 * BusyInterval, true, GCPercent}, // raised, no longer busy
+		{10 * mib, time.Millisecond, false, 80},
+		{64 * mib, time.Millisecond, false, GCPercent},
+	} {
+		if got := targetAfter(tc.live, tc.since, tc.raised); got != tc.want {
+			t.Errorf("%d MiB live, %v since the last collection, raised %v: target %d, want %d", tc.live/mib, tc.since, tc.raised, got, tc.want)
+		}
+	}
+}
+
+// TestTuneAfterCollections runs the real collector: after collections in
+// quick succession the target is set from the live heap they marked.
+func TestTuneAfterCollections(t *testing.T) {
+	var mu sync.Mutex
+	var got []int
+	stop := TuneAfterCollections(func(p int) int {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, p)
+		return 0
+	})
+	// This test binary's live heap is small: the target goes from
+	// GCPercent to what PercentFor gives it, 100.
+	want := PercentFor(1 << 20)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runtime.GC()
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no target set after 10 s of collections")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	mu.Lock()
+	defer mu.Unlock()
+	if got[0] != want {
+		t.Errorf("target set to %d after a collection of a small heap, want %d", got[0], want)
 	}
 }
