@@ -219,7 +219,8 @@ func TestAppendsToANonVoterComeInBatches(t *testing.T) {
 
 // TestTheLeaderRunsRaftWithItsOwnHeartbeatTimeout: the leader's raft runs
 // with leaderHeartbeatTimeout (raft's heartbeats come less often), the
-// followers' with the group's; the group keeps its leader at that pace (no
+// followers' with the group's (or the longer silence a voter allows a
+// leader that was slow to speak); the group keeps its leader at that pace (no
 // new term: the leader hears a quorum within every lease); when
 // leadership moves, each member takes the timeouts of its new role.
 func TestTheLeaderRunsRaftWithItsOwnHeartbeatTimeout(t *testing.T) {
@@ -229,12 +230,20 @@ func TestTheLeaderRunsRaftWithItsOwnHeartbeatTimeout(t *testing.T) {
 	if lhb <= hb {
 		t.Fatalf("leader's heartbeat timeout %s, want longer than the group's %s", lhb, hb)
 	}
+	// A voting follower runs with the silence it allows its leader
+	// (silence.go): the group's heartbeat timeout, or longer (up to
+	// maxSilenceFactor times) after gaps between its leader's words, as a
+	// busy test machine makes.
 	timeouts := func(leader *testNode) error {
 		for _, n := range c.running() {
-			wantHB, wantElection := hb, election
-			if n == leader {
-				wantHB, wantElection = lhb, max(lhb, election)
+			wantHB := time.Duration(n.node.silenceGiven.Load())
+			if wantHB < hb || wantHB > maxSilenceFactor*hb {
+				return fmt.Errorf("%s allows its leader %s of silence, want %s to %s", n.pod, wantHB, hb, maxSilenceFactor*hb)
 			}
+			if n == leader {
+				wantHB = lhb
+			}
+			wantElection := max(wantHB, election)
 			rc := n.node.raft.ReloadableConfig()
 			if rc.HeartbeatTimeout != wantHB || rc.ElectionTimeout != wantElection {
 				return fmt.Errorf("%s (leader %v): heartbeat timeout %s, election timeout %s; want %s, %s", n.pod, n == leader, rc.HeartbeatTimeout, rc.ElectionTimeout, wantHB, wantElection)
