@@ -224,7 +224,13 @@ func TestAppendsToANonVoterComeInBatches(t *testing.T) {
 // new term: the leader hears a quorum within every lease); when
 // leadership moves, each member takes the timeouts of its new role.
 func TestTheLeaderRunsRaftWithItsOwnHeartbeatTimeout(t *testing.T) {
-	c, l, a, _ := threeVoters(t)
+	// Five times the test clusters' timeouts: the leader must hear a
+	// quorum within every lease, and a busy machine running the tests with
+	// -race delays a heartbeat's answer by more than the 150 ms lease of
+	// the others (seen in CI).
+	c, l, a, _ := threeVoters(t, func(cfg *Config) {
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = time.Second, time.Second, 750*time.Millisecond
+	})
 	hb, election := l.node.cfg.HeartbeatTimeout, l.node.cfg.ElectionTimeout
 	lhb := leaderHeartbeatTimeout(hb, l.node.cfg.LeaderLeaseTimeout)
 	if lhb <= hb {

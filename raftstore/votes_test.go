@@ -35,13 +35,13 @@ func TestAFollowerVotesOnceItsLeaderIsSilentForAHeartbeatTimeout(t *testing.T) {
 	}
 }
 
-// threeVoters starts a group of three voters and returns it, its leader
-// and its two followers, once every member holds every entry.
-func threeVoters(t *testing.T) (c *testCluster, leader, a, b *testNode) {
+// threeVoters starts a group of three voters (with opts) and returns it,
+// its leader and its two followers, once every member holds every entry.
+func threeVoters(t *testing.T, opts ...nodeOpt) (c *testCluster, leader, a, b *testNode) {
 	t.Helper()
 	c = newTestCluster(t, "app")
 	for _, p := range []string{"app-0", "app-1", "app-2"} {
-		c.start(p, withExpect(3))
+		c.start(p, append([]nodeOpt{withExpect(3)}, opts...)...)
 	}
 	leader = c.leader(10 * time.Second)
 	eventually(t, 10*time.Second, "three voters", func() error {
