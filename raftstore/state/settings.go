@@ -55,23 +55,27 @@ func SettingsOf(m map[string]string) Settings {
 	if len(m) == 0 {
 		return Settings{}
 	}
-	if len(m) <= smallSettings {
-		out := Settings{small: make([]setting, 0, len(m))}
-		for k, v := range m {
-			out.small = append(out.small, setting{intern(k), intern(v)})
-			out.size += len(k) + len(v)
-		}
-		slices.SortFunc(out.small, func(a, b setting) int { return strings.Compare(a.k, b.k) })
-		return out
-	}
 	entries := make([]setting, 0, len(m))
 	size := 0
 	for k, v := range m {
 		entries = append(entries, setting{intern(k), intern(v)})
 		size += len(k) + len(v)
 	}
-	slices.SortFunc(entries, func(a, b setting) int { return strings.Compare(a.k, b.k) })
+	sortSettings(entries)
+	if len(entries) <= smallSettings {
+		return Settings{small: entries, size: size}
+	}
 	return Settings{t: buildSettingsTree(entries), size: size}
+}
+
+// sortSettings sorts entries by key.
+func sortSettings(entries []setting) {
+	slices.SortFunc(entries, func(a, b setting) int { return strings.Compare(a.k, b.k) })
+}
+
+// findSetting returns where k is, or would be, in entries (sorted by key).
+func findSetting(entries []setting, k string) (int, bool) {
+	return slices.BinarySearchFunc(entries, k, func(e setting, k string) int { return strings.Compare(e.k, k) })
 }
 
 // Len returns the number of keys.
@@ -99,7 +103,7 @@ func (s Settings) Get(k string) (string, bool) {
 
 // find returns where k is, or would be, in s.small.
 func (s Settings) find(k string) (int, bool) {
-	return slices.BinarySearchFunc(s.small, k, func(e setting, k string) int { return strings.Compare(e.k, k) })
+	return findSetting(s.small, k)
 }
 
 // Value returns the value of key k, "" if it is not set.
@@ -225,7 +229,7 @@ func (s Settings) mergeSmall(set map[string]string, del []string) (Settings, boo
 	if len(next.small) == 0 {
 		return Settings{}, true, nil
 	}
-	slices.SortFunc(next.small, func(a, b setting) int { return strings.Compare(a.k, b.k) })
+	sortSettings(next.small)
 	next.small = slices.Clip(next.small)
 	return next, true, nil
 }

@@ -2,7 +2,6 @@ package state
 
 import (
 	"slices"
-	"strings"
 )
 
 // A settings tree holds the keys of a Settings too large for a slice: an
@@ -88,7 +87,7 @@ func (n *snode) kidFor(k string) int {
 }
 
 func (n *snode) find(k string) (int, bool) {
-	return slices.BinarySearchFunc(n.entries, k, func(e setting, k string) int { return strings.Compare(e.k, k) })
+	return findSetting(n.entries, k)
 }
 
 // get returns the value of k in the tree n (nil for empty).
