@@ -40,7 +40,7 @@ func (s *peerServer) Info(ctx context.Context, req *peerpb.InfoRequest) (*peerpb
 func (n *Node) info() *peerpb.InfoResponse { return n.selfInfo(true) }
 
 // selfInfo is info; without full, it leaves out what a probe does not
-// read: the state hashes and the configuration.
+// read: the state hashes, the configuration and the last log term.
 func (n *Node) selfInfo(full bool) *peerpb.InfoResponse {
 	leaderID, leaderAddr := n.Leader()
 	r := &peerpb.InfoResponse{
@@ -61,7 +61,6 @@ func (n *Node) selfInfo(full bool) *peerpb.InfoResponse {
 		LogStore:      string(n.stores.kind),
 
 		BootstrapEligible: n.cfg.BootstrapExpect > 0 && !n.cfg.NoBootstrap,
-		LastLogTerm:       lastLogTerm(n.raft),
 	}
 	st := n.fsm.State()
 	r.ClusterId = st.ClusterID()
@@ -80,6 +79,9 @@ func (n *Node) selfInfo(full bool) *peerpb.InfoResponse {
 	if !full {
 		return r
 	}
+	// Raft tells the last log term only among its stats, which it gathers
+	// through its main loop: a probe, answered often, does without it.
+	r.LastLogTerm = lastLogTerm(n.raft)
 	r.StateHashes = n.hashes.list()
 	if cfg, err := n.Configuration(); err == nil {
 		for _, sv := range cfg.Servers {

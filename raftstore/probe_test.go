@@ -175,9 +175,9 @@ func TestSettledNonVotersProbeTheVotersAndFewOthers(t *testing.T) {
 }
 
 // TestProbesAskForBriefAnswers: the cluster loop's probes get who answers
-// and where without the configuration or the state hashes (every member
-// answers some every round); a full Info answer, which the leader's health
-// polls and status use, still carries both.
+// and where without the configuration, the state hashes or the last log
+// term (every member answers some every round); a full Info answer, which
+// the leader's health polls, status and recovery use, still carries them.
 func TestProbesAskForBriefAnswers(t *testing.T) {
 	c := newTestCluster(t, "app")
 	for _, p := range []string{"web-a", "web-b", "web-c"} {
@@ -192,8 +192,8 @@ func TestProbesAskForBriefAnswers(t *testing.T) {
 		if full, err = l.node.infoOf(applyCtx(t), f.node.Advertise(), time.Second); err != nil {
 			return err
 		}
-		if len(full.GetConfiguration()) != 3 || len(full.GetStateHashes()) == 0 {
-			return fmt.Errorf("%d servers, %d state hashes", len(full.GetConfiguration()), len(full.GetStateHashes()))
+		if len(full.GetConfiguration()) != 3 || len(full.GetStateHashes()) == 0 || full.GetLastLogTerm() == 0 {
+			return fmt.Errorf("%d servers, %d state hashes, last log term %d", len(full.GetConfiguration()), len(full.GetStateHashes()), full.GetLastLogTerm())
 		}
 		return nil
 	})
@@ -205,7 +205,7 @@ func TestProbesAskForBriefAnswers(t *testing.T) {
 	if got.GetServerId() != string(f.node.ID()) || got.GetAddress() != f.node.Advertise() || !got.GetHasState() || got.GetClusterId() != full.GetClusterId() {
 		t.Fatalf("a probe's answer lacks who answered: %v", got)
 	}
-	if len(got.GetConfiguration()) != 0 || len(got.GetStateHashes()) != 0 {
-		t.Fatalf("a probe's answer carries %d servers and %d state hashes, want none", len(got.GetConfiguration()), len(got.GetStateHashes()))
+	if len(got.GetConfiguration()) != 0 || len(got.GetStateHashes()) != 0 || got.GetLastLogTerm() != 0 {
+		t.Fatalf("a probe's answer carries %d servers, %d state hashes and last log term %d, want none", len(got.GetConfiguration()), len(got.GetStateHashes()), got.GetLastLogTerm())
 	}
 }

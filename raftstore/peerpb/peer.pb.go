@@ -230,9 +230,10 @@ type InfoRequest struct {
 	LeaderId          string `protobuf:"bytes,1,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
 	LeaderCommitIndex uint64 `protobuf:"varint,2,opt,name=leader_commit_index,json=leaderCommitIndex,proto3" json:"leader_commit_index,omitempty"`
 	// Set by the cluster loop's probes, which read only who answers, where,
-	// and what it holds: the answer leaves out the configuration and the
-	// state hashes (at 100 members the configuration alone is about 5 KB, in
-	// every one of the group's probe answers).
+	// and what it holds: the answer leaves out the configuration, the state
+	// hashes (at 100 members the configuration alone is about 5 KB, in every
+	// one of the group's probe answers) and the last log term (which raft
+	// gathers with all its stats through its main loop).
 	Brief         bool `protobuf:"varint,3,opt,name=brief,proto3" json:"brief,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -388,7 +389,7 @@ type InfoResponse struct {
 	// StartGeneration); empty and 0 before its first command.
 	ClusterId  string `protobuf:"bytes,20,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	Generation uint64 `protobuf:"varint,21,opt,name=generation,proto3" json:"generation,omitempty"`
-	// The term of this member's last log entry.
+	// The term of this member's last log entry (not in brief answers).
 	LastLogTerm uint64 `protobuf:"varint,22,opt,name=last_log_term,json=lastLogTerm,proto3" json:"last_log_term,omitempty"`
 	// The store this member keeps its raft log in: "boltdb", "wal" or "segments".
 	LogStore      string `protobuf:"bytes,23,opt,name=log_store,json=logStore,proto3" json:"log_store,omitempty"`
