@@ -35,12 +35,13 @@ import (
 //     knowing the leader, is sent at most one heartbeat per
 //     nonVoterHeartbeatEvery (1.25 s at the defaults) by the leader's
 //     transport (pacedTransport) instead of 5 to 10 a second, and
-//     forgets its leader after 2.5 of those (nonVoterTimeouts). In a large
-//     application most members are non-voters, and their heartbeats were
-//     most of what an idle leader did. Its appends are batched under a
-//     stream of writes (pacedTransport.AppendEntries). A heartbeat held
-//     for a member that the committed configuration makes a voter
-//     meanwhile goes out at once.
+//     forgets its leader after 2.5 of those (nonVoterTimeouts); an append
+//     it took stands for a heartbeat (the next waits as long after it).
+//     In a large application most members are non-voters, and their
+//     heartbeats were most of what an idle leader did. Its appends are
+//     batched under a stream of writes (pacedTransport.AppendEntries). A
+//     heartbeat held for a member that the committed configuration makes
+//     a voter meanwhile goes out at once.
 //
 // followRole reloads raft's timeouts whenever this member's raft state or
 // its suffrage in the committed configuration changes. Nothing is answered
@@ -385,6 +386,9 @@ func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 		}
 	}
 	t.mu.Lock()
+	if err == nil && resp.Success && nonVoter {
+		t.contactedLocked(id, time.Now())
+	}
 	if err == nil && resp.Success {
 		pace.told.ok = true
 		pace.told.prev = args.PrevLogEntry
@@ -415,6 +419,18 @@ func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 		t.mu.Unlock()
 	}
 	return err
+}
+
+// contactedLocked notes that non-voter id took an append at now: its next
+// heartbeat waits until every after it. An append the member took tells
+// it the leader as a heartbeat does (its raft counts the contact, and so
+// does the leader's; one it refused counts for neither), so a non-voter
+// that gets appends — one per append interval under a stream, and the
+// idle ones — needs no heartbeat between them. t.mu is held.
+func (t *pacedTransport) contactedLocked(id raft.ServerID, now time.Time) {
+	if at := now.Add(t.every); at.After(t.next[id]) {
+		t.next[id] = at
+	}
 }
 
 // stored is the last index of id's log as the latest append it answered

@@ -217,6 +217,83 @@ func TestAppendsToANonVoterComeInBatches(t *testing.T) {
 	eventually(t, 10*time.Second, "the non-voter to apply every write", applied(nv, idx))
 }
 
+// TestAnAppendANonVoterTookStandsForAHeartbeat: under a stream of writes a
+// non-voter gets an append every append interval, shorter than the gap
+// between its heartbeats; each append it takes tells it the leader, so the
+// leader sends it no heartbeat meanwhile, and it knows its leader all
+// along. Once the writes stop, its heartbeats come again.
+func TestAnAppendANonVoterTookStandsForAHeartbeat(t *testing.T) {
+	opts := func(cfg *Config) {
+		cfg.Voters = 3
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = time.Second, time.Second, 500*time.Millisecond
+		cfg.Autopilot.UnhealthyAfter = 2 * time.Second
+		cfg.NonvoterAppendInterval = 100 * time.Millisecond
+		cfg.CommitTimeout = 5 * time.Second
+	}
+	l, _, nv := votersAndANonVoter(t, opts)
+	every, appendEvery := l.node.paced.every, l.node.paced.appendEvery()
+	if appendEvery*4 > every {
+		t.Fatalf("appends every %s, heartbeats every %s: the appends must come several times per heartbeat", appendEvery, every)
+	}
+	rel := mustApply(t, l.node, state.EnsureRelationOp("peers", "p", true, "", "")).GetOps()[0].GetRelationId()
+	id := nv.node.ID()
+
+	// The writes of the first heartbeat gap only start the stream; count
+	// the heartbeats of the three gaps after it.
+	start := time.Now()
+	mustApply(t, l.node, state.UpdateBagOp(rel, "app", map[string]string{"n": "start"}))
+	for time.Since(start) < every {
+		mustApply(t, l.node, state.UpdateBagOp(rel, "app", map[string]string{"n": time.Now().String()}))
+	}
+	// A window counts if the appends in it came well within a heartbeat
+	// gap of each other (a write held up by a busy machine for longer
+	// leaves room for a heartbeat that is due).
+	var hbGot, appendsGot int
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		hbBefore, appendsBefore := l.node.paced.heartbeatsSent(id), l.node.paced.paceOf(id).sent
+		seen, seenAt, widest := appendsBefore, time.Now(), time.Duration(0)
+		for end := time.Now().Add(3 * every); time.Now().Before(end); {
+			mustApply(t, l.node, state.UpdateBagOp(rel, "app", map[string]string{"n": time.Now().String()}))
+			if leader, _ := nv.node.Leader(); leader != l.node.ID() {
+				t.Fatalf("the non-voter knows the leader as %q under the stream, want %s", leader, l.node.ID())
+			}
+			if sent := l.node.paced.paceOf(id).sent; sent != seen {
+				widest = max(widest, time.Since(seenAt))
+				seen, seenAt = sent, time.Now()
+			}
+		}
+		widest = max(widest, time.Since(seenAt))
+		hbGot, appendsGot = l.node.paced.heartbeatsSent(id)-hbBefore, l.node.paced.paceOf(id).sent-appendsBefore
+		t.Logf("%s of writes: %d appends (at most %s apart) and %d heartbeats to the non-voter (heartbeats every %s, appends every %s)", 3*every, appendsGot, widest.Round(time.Millisecond), hbGot, every, appendEvery)
+		if widest < every/2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no window of %s in which the appends came less than %s apart", 3*every, every/2)
+		}
+	}
+	if appendsGot < 6 {
+		t.Fatalf("the non-voter got %d appends in %s of writes: too few to tell", appendsGot, 3*every)
+	}
+	// Raft's heartbeat goroutine asks for a turn and then waits for it:
+	// one turn may be counted that has not gone out.
+	if hbGot > 1 {
+		t.Errorf("the non-voter got %d heartbeats in %s of appends every %s, want none (one waiting)", hbGot, 3*every, appendEvery)
+	}
+
+	// Idle again: the heartbeats come back.
+	hbBefore := l.node.paced.heartbeatsSent(id)
+	eventually(t, 10*time.Second, "heartbeats to the non-voter once the writes stop", func() error {
+		if got := l.node.paced.heartbeatsSent(id) - hbBefore; got < 3 {
+			return fmt.Errorf("%d heartbeats", got)
+		}
+		return nil
+	})
+	if leader, _ := nv.node.Leader(); leader != l.node.ID() {
+		t.Fatalf("the idle non-voter knows the leader as %q, want %s", leader, l.node.ID())
+	}
+}
+
 // TestTheLeaderRunsRaftWithItsOwnHeartbeatTimeout: the leader's raft runs
 // with leaderHeartbeatTimeout (raft's heartbeats come less often), the
 // followers' with the group's (or the longer silence a voter allows a
