@@ -26,7 +26,8 @@ type MemberHealth struct {
 	ID      raft.ServerID
 	Address raft.ServerAddress
 	Voter   bool
-	// Healthy is true if the member answered within UnhealthyAfter.
+	// Healthy is true if the member answered within UnhealthyAfter (for
+	// a non-voter, within nonVoterUnhealthyAfter).
 	Healthy bool
 	// Since is when the member became healthy (if Healthy) or when it was
 	// last heard from — or when this leader started watching, if never —
@@ -157,8 +158,10 @@ func (h *healthTracker) stateHashes() map[raft.ServerID][]*peerpb.StateHash {
 	return out
 }
 
-// view returns the health of every server in cfg at time now.
-func (h *healthTracker) view(cfg raft.Configuration, self raft.ServerID, selfApplied uint64, now time.Time, unhealthyAfter time.Duration) []MemberHealth {
+// view returns the health of every server in cfg at time now; a member
+// that has not answered for unhealthyAfter(whether it is a non-voter) is
+// unhealthy.
+func (h *healthTracker) view(cfg raft.Configuration, self raft.ServerID, selfApplied uint64, now time.Time, unhealthyAfter func(nonVoter bool) time.Duration) []MemberHealth {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	out := make([]MemberHealth, 0, len(cfg.Servers))
@@ -168,7 +171,7 @@ func (h *healthTracker) view(cfg raft.Configuration, self raft.ServerID, selfApp
 		switch {
 		case s.ID == self:
 			m.Healthy, m.Since, m.LastContact, m.AppliedIndex = true, h.leaderSince, now, selfApplied
-		case r != nil && now.Sub(r.lastOK) <= unhealthyAfter:
+		case r != nil && now.Sub(r.lastOK) <= unhealthyAfter(s.Suffrage == raft.Nonvoter):
 			m.Healthy, m.Since, m.LastContact, m.AppliedIndex = true, r.healthySince, r.lastOK, r.applied
 		case r != nil:
 			m.Since, m.LastContact, m.AppliedIndex = r.lastOK, r.lastOK, r.applied
@@ -190,7 +193,7 @@ func (n *Node) MemberHealth() []MemberHealth {
 	if err != nil {
 		return nil
 	}
-	return n.health.view(cfg, n.id, n.raft.AppliedIndex(), n.cfg.Now(), n.cfg.Autopilot.UnhealthyAfter)
+	return n.health.view(cfg, n.id, n.raft.AppliedIndex(), n.cfg.Now(), n.unhealthyAfter)
 }
 
 // LeaderSince returns when this member last became leader (zero if it is
@@ -464,7 +467,7 @@ func (n *Node) pollHealth(ctx context.Context, cfg raft.Configuration, timeout t
 			if err != nil || info.GetServerId() != string(s.ID) {
 				return
 			}
-			n.health.ok(s.ID, n.cfg.Now(), info.GetAppliedIndex(), commit, info.GetStateHashes(), a.UnhealthyAfter)
+			n.health.ok(s.ID, n.cfg.Now(), info.GetAppliedIndex(), commit, info.GetStateHashes(), n.unhealthyAfter(s.Suffrage == raft.Nonvoter))
 		}()
 	}
 	wg.Wait()
@@ -487,7 +490,7 @@ func (n *Node) reconcile(ctx context.Context) {
 		return
 	}
 	now := n.cfg.Now()
-	members := n.health.view(cfg, n.id, n.raft.AppliedIndex(), now, a.UnhealthyAfter)
+	members := n.health.view(cfg, n.id, n.raft.AppliedIndex(), now, n.unhealthyAfter)
 	commit := n.raft.CommitIndex()
 	act, ok := plan(members, n.id, commit, now, planPolicy{
 		voters: n.cfg.Voters, stabilization: a.Stabilization, maxLag: a.MaxLag,

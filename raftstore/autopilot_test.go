@@ -109,6 +109,53 @@ func TestPlanKeepsVotersAtTargetSafely(t *testing.T) {
 	}
 }
 
+// within is an unhealthy-after rule with one threshold for every member.
+func within(d time.Duration) func(bool) time.Duration {
+	return func(bool) time.Duration { return d }
+}
+
+// TestANonVoterIsUnhealthyAfterItsOwnThreshold: the view counts a member
+// unhealthy after the threshold of its suffrage: a non-voter, which hears
+// from the leader only once per heartbeat gap, stays healthy through a
+// silence that makes a voter unhealthy.
+func TestANonVoterIsUnhealthyAfterItsOwnThreshold(t *testing.T) {
+	h := newHealthTracker()
+	h.reset(t0)
+	cfg := raft.Configuration{Servers: []raft.Server{
+		{ID: "a/1", Address: "a:1", Suffrage: raft.Voter},
+		{ID: "b/1", Address: "b:1", Suffrage: raft.Voter},
+		{ID: "c/1", Address: "c:1", Suffrage: raft.Nonvoter},
+	}}
+	rule := func(nonVoter bool) time.Duration {
+		if nonVoter {
+			return 5 * time.Second
+		}
+		return 2 * time.Second
+	}
+	h.answered("b/1", t0.Add(time.Second), rule(false))
+	h.answered("c/1", t0.Add(time.Second), rule(true))
+	v := h.view(cfg, "a/1", 1, t0.Add(4*time.Second), rule)
+	if v[1].Healthy {
+		t.Errorf("a voter silent for 3 s (threshold 2 s) counts as healthy: %+v", v[1])
+	}
+	if !v[2].Healthy || !v[2].Since.Equal(t0.Add(time.Second)) {
+		t.Errorf("a non-voter silent for 3 s (threshold 5 s) counts as unhealthy: %+v", v[2])
+	}
+	// Its next answer, 4.5 s after the last, goes on with the same healthy
+	// spell; one after more than 5 s starts a new one.
+	h.answered("c/1", t0.Add(5500*time.Millisecond), rule(true))
+	if v := h.view(cfg, "a/1", 1, t0.Add(6*time.Second), rule); !v[2].Healthy || !v[2].Since.Equal(t0.Add(time.Second)) {
+		t.Errorf("after an answer within its threshold: %+v", v[2])
+	}
+	if v := h.view(cfg, "a/1", 1, t0.Add(11*time.Second), rule); v[2].Healthy {
+		t.Errorf("a non-voter silent for 5.5 s (threshold 5 s) counts as healthy: %+v", v[2])
+	}
+	h.answered("c/1", t0.Add(12*time.Second), rule(true))
+	if v := h.view(cfg, "a/1", 1, t0.Add(12*time.Second), rule); !v[2].Healthy || !v[2].Since.Equal(t0.Add(12*time.Second)) {
+		t.Errorf("a non-voter back after its threshold: %+v", v[2])
+	}
+}
+
 func TestHealthViewCountsFromLeadershipStart(t *testing.T) {
 	h := newHealthTracker()
 	h.reset(t0)
@@ -119,20 +166,20 @@ func TestHealthViewCountsFromLeadershipStart(t *testing.T) {
 	}}
 	h.ok("b/1", t0.Add(time.Second), 7, 7, nil, 3*time.Second)
 	h.ok("b/1", t0.Add(2*time.Second), 9, 9, nil, 3*time.Second)
-	v := h.view(cfg, "a/1", 10, t0.Add(4*time.Second), 3*time.Second)
+	v := h.view(cfg, "a/1", 10, t0.Add(4*time.Second), within(3*time.Second))
 	if !v[0].Healthy || !v[1].Healthy || v[1].AppliedIndex != 9 || !v[1].Since.Equal(t0.Add(time.Second)) {
 		t.Fatalf("view %+v", v)
 	}
 	if v[2].Healthy || !v[2].Since.Equal(t0) {
 		t.Fatalf("never-seen member must count from leadership start: %+v", v[2])
 	}
-	v = h.view(cfg, "a/1", 10, t0.Add(10*time.Second), 3*time.Second)
+	v = h.view(cfg, "a/1", 10, t0.Add(10*time.Second), within(3*time.Second))
 	if v[1].Healthy || !v[1].Since.Equal(t0.Add(2*time.Second)) {
 		t.Fatalf("silent member: %+v", v[1])
 	}
 	// Coming back starts a new healthy streak.
 	h.ok("b/1", t0.Add(11*time.Second), 12, 12, nil, 3*time.Second)
-	v = h.view(cfg, "a/1", 12, t0.Add(11*time.Second), 3*time.Second)
+	v = h.view(cfg, "a/1", 12, t0.Add(11*time.Second), within(3*time.Second))
 	if !v[1].Healthy || !v[1].Since.Equal(t0.Add(11*time.Second)) {
 		t.Fatalf("returning member: %+v", v[1])
 	}
@@ -182,7 +229,7 @@ func TestSettledMembersArePolledLess(t *testing.T) {
 		if d == 11*time.Second {
 			h.ok("b/1", at(d), 50, 50, nil, unhealthy)
 		}
-		if v := h.view(cfg, "a/1", 50, at(d), unhealthy); !v[1].Healthy || !v[1].LastContact.Equal(at(d)) {
+		if v := h.view(cfg, "a/1", 50, at(d), within(unhealthy)); !v[1].Healthy || !v[1].LastContact.Equal(at(d)) {
 			t.Fatalf("at %s: a member answering raft must be healthy as of its last answer: %+v", d, v[1])
 		}
 	}
@@ -201,7 +248,7 @@ func TestSettledMembersArePolledLess(t *testing.T) {
 	if !h.pollDue("b/1", at(22*time.Second+time.Millisecond), every, every, 61, 0, true) {
 		t.Fatal("a member silent to raft for an interval must be due")
 	}
-	if v := h.view(cfg, "a/1", 61, at(25*time.Second), unhealthy); v[1].Healthy {
+	if v := h.view(cfg, "a/1", 61, at(25*time.Second), within(unhealthy)); v[1].Healthy {
 		t.Fatalf("a member silent for longer than UnhealthyAfter must be unhealthy: %+v", v[1])
 	}
 

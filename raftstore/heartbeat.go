@@ -33,7 +33,7 @@ import (
 //     whatever the pace.
 //   - a non-voter, which never stands for election and only needs to go on
 //     knowing the leader, is sent at most one heartbeat per
-//     nonVoterHeartbeatEvery (1.25 s at the defaults) by the leader's
+//     Config.NonvoterHeartbeatInterval (1.25 s at the defaults) by the leader's
 //     transport (pacedTransport) instead of 5 to 10 a second, and
 //     forgets its leader after 2.5 of those (nonVoterTimeouts); an append
 //     it took stands for a heartbeat (the next waits as long after it).
@@ -49,13 +49,35 @@ import (
 // raft counts (contact, leader verification) is what the member really
 // answered.
 
-// nonVoterHeartbeatEvery is the least time between two heartbeats to one
-// non-voter, for a group whose heartbeat timeout is hb and which counts a
-// member unhealthy after unhealthyAfter without an answer: 2.5 × hb, but
-// at most half of unhealthyAfter, so that a non-voter answers the leader
-// at least twice before it would count as unhealthy.
+// nonVoterHeartbeatEvery is the default least time between two heartbeats
+// to one non-voter (Config.NonvoterHeartbeatInterval), for a group whose
+// heartbeat timeout is hb and which counts a member unhealthy after
+// unhealthyAfter without an answer: 2.5 × hb, but at most half of
+// unhealthyAfter, so that a non-voter answers the leader at least twice
+// within it.
 func nonVoterHeartbeatEvery(hb, unhealthyAfter time.Duration) time.Duration {
 	return max(time.Millisecond, min(5*hb/2, unhealthyAfter/2))
+}
+
+// nonVoterUnhealthyAfter is how long a non-voter may go without answering
+// the leader before the leader counts it unhealthy, for a group that
+// counts a member unhealthy after unhealthyAfter and heartbeats a
+// non-voter every every: the silence after which the non-voter forgets
+// its leader (2.5 × every, see nonVoterTimeouts), or unhealthyAfter if
+// longer. A non-voter answers the leader only once per heartbeat gap when
+// idle; with the voters' threshold a gap longer than it would make a live
+// non-voter look dead between two heartbeats.
+func nonVoterUnhealthyAfter(unhealthyAfter, every time.Duration) time.Duration {
+	return max(unhealthyAfter, 5*every/2)
+}
+
+// unhealthyAfter is how long a member (a non-voter if nonVoter) may go
+// without answering before the leader counts it unhealthy.
+func (n *Node) unhealthyAfter(nonVoter bool) time.Duration {
+	if nonVoter {
+		return nonVoterUnhealthyAfter(n.cfg.Autopilot.UnhealthyAfter, n.cfg.NonvoterHeartbeatInterval)
+	}
+	return n.cfg.Autopilot.UnhealthyAfter
 }
 
 // nonVoterTimeouts are the heartbeat and election timeouts a non-voter

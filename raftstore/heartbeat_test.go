@@ -217,6 +217,80 @@ func TestAppendsToANonVoterComeInBatches(t *testing.T) {
 	eventually(t, 10*time.Second, "the non-voter to apply every write", applied(nv, idx))
 }
 
+// TestANonVoterWithLongHeartbeatGapsStaysHealthy: with a non-voter
+// heartbeat interval longer than half of UnhealthyAfter (1.5 s against
+// 1 s), an idle non-voter answers the leader only once per gap; the
+// leader counts it healthy all along (its threshold is 2.5 gaps), it
+// knows its leader all along, and it gets one heartbeat per gap. Once it
+// dies, the leader counts it unhealthy.
+func TestANonVoterWithLongHeartbeatGapsStaysHealthy(t *testing.T) {
+	const every = 1500 * time.Millisecond
+	opts := func(cfg *Config) {
+		cfg.Voters = 3
+		cfg.NonvoterHeartbeatInterval = every
+		cfg.CommitTimeout = 5 * time.Second // no idle appends in the window
+		// The leader's health polls of a settled member come every ten
+		// intervals (5 s): between them only the heartbeats tell it the
+		// non-voter is there.
+		cfg.Autopilot.Interval, cfg.Autopilot.UnhealthyAfter = 500*time.Millisecond, time.Second
+	}
+	c := newTestCluster(t, "app")
+	for _, p := range []string{"app-0", "app-1", "app-2"} {
+		c.start(p, withExpect(3), opts)
+	}
+	l := c.leader(20 * time.Second)
+	nv := c.start("app-3", opts)
+	if unhealthy := l.node.cfg.Autopilot.UnhealthyAfter; unhealthy >= every {
+		t.Fatalf("UnhealthyAfter %s: the test wants heartbeat gaps longer than it", unhealthy)
+	}
+	id := nv.node.ID()
+	health := func() (MemberHealth, bool) {
+		for _, m := range l.node.MemberHealth() {
+			if m.ID == id {
+				return m, true
+			}
+		}
+		return MemberHealth{}, false
+	}
+	eventually(t, 20*time.Second, "app-3 a healthy non-voter that knows the leader", func() error {
+		if m, ok := health(); !ok || m.Voter || !m.Healthy {
+			return fmt.Errorf("health %+v (known %v)", m, ok)
+		}
+		if leader, _ := nv.node.Leader(); leader != l.node.ID() {
+			return fmt.Errorf("it knows the leader as %q", leader)
+		}
+		// It runs raft with a non-voter's timeouts once it has applied the
+		// configuration that makes it one.
+		if want, _ := nonVoterTimeouts(nv.node.cfg.HeartbeatTimeout, nv.node.cfg.ElectionTimeout, every); nv.node.raft.ReloadableConfig().HeartbeatTimeout != want {
+			return fmt.Errorf("it runs raft with a heartbeat timeout of %s, want %s", nv.node.raft.ReloadableConfig().HeartbeatTimeout, want)
+		}
+		return nil
+	})
+	const window = 3 * every
+	before := l.node.paced.heartbeatsSent(id)
+	for end := time.Now().Add(window); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if m, _ := health(); !m.Healthy {
+			t.Fatalf("the leader counts the idle non-voter unhealthy between two heartbeats: %+v", m)
+		}
+		if leader, _ := nv.node.Leader(); leader != l.node.ID() {
+			t.Fatalf("the non-voter knows the leader as %q, want %s", leader, l.node.ID())
+		}
+	}
+	got := l.node.paced.heartbeatsSent(id) - before
+	t.Logf("%d heartbeats to the non-voter in %s (one per %s)", got, window, every)
+	if most := int(window/every) + 2; got > most {
+		t.Errorf("the non-voter got %d heartbeats in %s, want at most %d", got, window, most)
+	}
+
+	c.crash(nv.pod)
+	eventually(t, 20*time.Second, "the leader to count the dead non-voter unhealthy (or remove it)", func() error {
+		if m, ok := health(); ok && m.Healthy {
+			return fmt.Errorf("health %+v", m)
+		}
+		return nil
+	})
+}
+
 // TestAnAppendANonVoterTookStandsForAHeartbeat: under a stream of writes a
 // non-voter gets an append every append interval, shorter than the gap
 // between its heartbeats; each append it takes tells it the leader, so the

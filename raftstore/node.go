@@ -79,6 +79,13 @@ type Config struct {
 	// gets them in batches, one append per interval; a write after a quiet
 	// spell goes out at once. See pacedTransport.AppendEntries.
 	NonvoterAppendInterval time.Duration
+	// NonvoterHeartbeatInterval is the least time between two heartbeats
+	// the leader sends one non-voter (default 2.5 × HeartbeatTimeout, but
+	// at most half of Autopilot.UnhealthyAfter: 1.25s). A non-voter
+	// forgets its leader after 2.5 of these without a word, and the leader
+	// counts it unhealthy after as long (or Autopilot.UnhealthyAfter, if
+	// longer). See nonVoterHeartbeatEvery.
+	NonvoterHeartbeatInterval time.Duration
 	// Snapshotting (defaults: threshold 2048 entries, 2048 trailing logs,
 	// checked every 2 seconds). The log is only cut after a snapshot; raft
 	// takes one at its check once the threshold is reached, and the member
@@ -204,6 +211,10 @@ func (c *Config) setDefaults() error {
 	def(&a.UnhealthyAfter, max(3*a.Interval, 2*time.Second))
 	def(&a.DeadVoterAfter, 5*time.Minute)
 	def(&a.DeadNonvoterAfter, 15*time.Minute)
+	if c.NonvoterHeartbeatInterval < 0 {
+		return fmt.Errorf("the non-voter heartbeat interval (%s) must not be negative", c.NonvoterHeartbeatInterval)
+	}
+	def(&c.NonvoterHeartbeatInterval, nonVoterHeartbeatEvery(c.HeartbeatTimeout, a.UnhealthyAfter))
 	if a.MaxLag == 0 {
 		a.MaxLag = 256
 	}
@@ -471,8 +482,8 @@ func Open(cfg Config) (*Node, error) {
 	n.silenceBound.base = cfg.HeartbeatTimeout
 	n.silenceGiven.Store(int64(cfg.HeartbeatTimeout))
 	n.leaderCommitDue = time.NewTimer(cfg.Autopilot.Interval)
-	n.paced = newPacedTransport(n.trans, nonVoterHeartbeatEvery(cfg.HeartbeatTimeout, cfg.Autopilot.UnhealthyAfter), max(0, cfg.NonvoterAppendInterval), idleAppendHold*cfg.CommitTimeout, n.suffrage.nonVoter, n.suffrage.nonVoters, n.leaderWord,
-		func(id raft.ServerID) { n.health.answered(id, n.cfg.Now(), n.cfg.Autopilot.UnhealthyAfter) }, n.ctx.Done())
+	n.paced = newPacedTransport(n.trans, cfg.NonvoterHeartbeatInterval, max(0, cfg.NonvoterAppendInterval), idleAppendHold*cfg.CommitTimeout, n.suffrage.nonVoter, n.suffrage.nonVoters, n.leaderWord,
+		func(id raft.ServerID) { n.health.answered(id, n.cfg.Now(), n.unhealthyAfter(n.suffrage.nonVoter(id))) }, n.ctx.Done())
 	n.paced.afterAppend = cfg.afterAppend
 	n.paced.installs = &n.installs
 	n.raft, err = raft.NewRaft(rc, n.fsm, logs, n.stores.stable, snaps, n.paced)

@@ -191,6 +191,9 @@ func (c *Config) validate() error {
 // the member starts). Zero values are raft's defaults, checked by raft.
 func validateRaftTiming(r raftstore.Config) error {
 	hb, election, lease := r.HeartbeatTimeout, r.ElectionTimeout, r.LeaderLeaseTimeout
+	if r.NonvoterHeartbeatInterval < 0 {
+		return fmt.Errorf("--raft-nonvoter-heartbeat-interval (%s) must not be negative", r.NonvoterHeartbeatInterval)
+	}
 	if hb <= 0 {
 		return nil
 	}

@@ -50,6 +50,7 @@ type runFlags struct {
 	unitReleaseAfter, unitRemoveAfter, unitTakeoverAfter              time.Duration
 	units                                                             int
 	heartbeat, election, leaderLease, commit, nonvoterAppend          time.Duration
+	nonvoterHeartbeat                                                 time.Duration
 	snapshotThreshold, trailingLogs                                   uint64
 	snapshotInterval                                                  time.Duration
 	logStore                                                          string
@@ -100,10 +101,11 @@ func newRunFlags(e *env) *runFlags {
 	fs.DurationVar(&f.unitReleaseAfter, "unit-release-after", 5*time.Minute, "the leader releases the unit of a member unreachable this long (units claimed without an ordinal only)")
 	fs.DurationVar(&f.unitRemoveAfter, "unit-remove-after", 10*time.Minute, "a released unit unclaimed this long is removed")
 	fs.StringVar(&f.leaveOnStop, "leave-on-stop", "auto", "whether to leave the raft group on graceful stop (`mode`): auto (when the pod has no ordinal), true or false")
-	fs.DurationVar(&f.heartbeat, "raft-heartbeat-timeout", 500*time.Millisecond, "how long a voter goes without a word from the leader before it stands for election (plus up to half of it, at random), and the least silence after which it votes for another;\nwhile the leader's words have been arriving late (a busy machine), twice the longest recent gap\nbetween two of them, up to 4 times this (a non-voter, which never stands, hears from the leader\nevery 2.5 times this but at least twice per --unhealthy-after, and forgets the leader after 2.5 times that)")
+	fs.DurationVar(&f.heartbeat, "raft-heartbeat-timeout", 500*time.Millisecond, "how long a voter goes without a word from the leader before it stands for election (plus up to half of it, at random), and the least silence after which it votes for another;\nwhile the leader's words have been arriving late (a busy machine), twice the longest recent gap\nbetween two of them, up to 4 times this (a non-voter, which never stands, hears from the leader\nevery 2.5 times this but at least twice per --unhealthy-after, and forgets the leader after 2.5 times that;\nsee --raft-nonvoter-heartbeat-interval)")
 	fs.DurationVar(&f.election, "raft-election-timeout", 500*time.Millisecond, "how long a candidate waits for votes before it tries again")
 	fs.DurationVar(&f.leaderLease, "raft-leader-lease-timeout", 400*time.Millisecond, "how long a leader keeps leading without hearing from a quorum (at most --raft-heartbeat-timeout, at least a quarter of it)")
 	fs.DurationVar(&f.commit, "raft-commit-timeout", time.Second, "longest pause between the leader's appends to a follower while nothing is written (heartbeats\ncome more often; a write reaches the followers at once whatever this is)")
+	fs.DurationVar(&f.nonvoterHeartbeat, "raft-nonvoter-heartbeat-interval", 0, "least time between two heartbeats the leader sends one non-voter (a member beyond --voters);\nthe non-voter forgets its leader, and the leader counts it unhealthy, after 2.5 of these without\na word (or --unhealthy-after, if longer). Longer: an idle leader of many non-voters works less,\nand one that dies or is cut off is noticed later (default 2.5 × --raft-heartbeat-timeout, at most\nhalf of --unhealthy-after: 1.25s)")
 	fs.DurationVar(&f.nonvoterAppend, "raft-nonvoter-append-interval", raftstore.DefaultNonvoterAppendInterval, "least time between two appends the leader sends one non-voter: under a stream of writes\na non-voter gets them in batches, one append per interval, and costs the group less; the leader\nlengthens the interval to 8ms per non-voter when that is longer (up to 1s); a write after a quiet\nspell goes out at once (negative: no batching; shorter than --raft-heartbeat-timeout;\nwhen not given and a fifth of --raft-heartbeat-timeout is shorter, that)")
 	fs.Uint64Var(&f.snapshotThreshold, "raft-snapshot-threshold", 2048, "log `entries` between snapshots (a member also takes one when the log written since the last\noutgrows half the state, or 4 MiB)")
 	fs.Uint64Var(&f.trailingLogs, "raft-trailing-logs", 2048, "log `entries` kept after a snapshot (a member further behind gets the snapshot)")
@@ -236,7 +238,7 @@ func (f *runFlags) sidecarConfig(logger *slog.Logger) (sidecar.Config, error) {
 	}
 	c.Raft = raftstore.Config{
 		BootstrapExpect: f.bootstrapExpect, Voters: f.voters, JoinInterval: f.joinInterval,
-		HeartbeatTimeout: f.heartbeat, ElectionTimeout: f.election, LeaderLeaseTimeout: f.leaderLease, CommitTimeout: f.commit, NonvoterAppendInterval: f.nonvoterAppend,
+		HeartbeatTimeout: f.heartbeat, ElectionTimeout: f.election, LeaderLeaseTimeout: f.leaderLease, CommitTimeout: f.commit, NonvoterAppendInterval: f.nonvoterAppend, NonvoterHeartbeatInterval: f.nonvoterHeartbeat,
 		SnapshotThreshold: f.snapshotThreshold, TrailingLogs: f.trailingLogs, SnapshotInterval: f.snapshotInterval,
 		Autopilot: raftstore.AutopilotConfig{
 			Interval: f.autopilotInterval, Stabilization: f.promoteAfter, UnhealthyAfter: f.unhealthyAfter, // 0: derived from the interval
