@@ -109,6 +109,19 @@ func TestPlanKeepsVotersAtTargetSafely(t *testing.T) {
 	}
 }
 
+// twoVotersAndANonVoter returns a health tracker whose leadership (of a/1)
+// started at t0, and the configuration it watches: voters a/1 and b/1,
+// non-voter c/1.
+func twoVotersAndANonVoter() (*healthTracker, raft.Configuration) {
+	h := newHealthTracker()
+	h.reset(t0)
+	return h, raft.Configuration{Servers: []raft.Server{
+		{ID: "a/1", Address: "a:1", Suffrage: raft.Voter},
+		{ID: "b/1", Address: "b:1", Suffrage: raft.Voter},
+		{ID: "c/1", Address: "c:1", Suffrage: raft.Nonvoter},
+	}}
+}
+
 // within is an unhealthy-after rule with one threshold for every member.
 func within(d time.Duration) func(bool) time.Duration {
 	return func(bool) time.Duration { return d }
@@ -119,13 +132,7 @@ func within(d time.Duration) func(bool) time.Duration {
 // from the leader only once per heartbeat gap, stays healthy through a
 // silence that makes a voter unhealthy.
 func TestANonVoterIsUnhealthyAfterItsOwnThreshold(t *testing.T) {
-	h := newHealthTracker()
-	h.reset(t0)
-	cfg := raft.Configuration{Servers: []raft.Server{
-		{ID: "a/1", Address: "a:1", Suffrage: raft.Voter},
-		{ID: "b/1", Address: "b:1", Suffrage: raft.Voter},
-		{ID: "c/1", Address: "c:1", Suffrage: raft.Nonvoter},
-	}}
+	h, cfg := twoVotersAndANonVoter()
 	rule := func(nonVoter bool) time.Duration {
 		if nonVoter {
 			return 5 * time.Second
@@ -157,13 +164,7 @@ func TestANonVoterIsUnhealthyAfterItsOwnThreshold(t *testing.T) {
 }
 
 func TestHealthViewCountsFromLeadershipStart(t *testing.T) {
-	h := newHealthTracker()
-	h.reset(t0)
-	cfg := raft.Configuration{Servers: []raft.Server{
-		{ID: "a/1", Address: "a:1", Suffrage: raft.Voter},
-		{ID: "b/1", Address: "b:1", Suffrage: raft.Voter},
-		{ID: "c/1", Address: "c:1", Suffrage: raft.Nonvoter},
-	}}
+	h, cfg := twoVotersAndANonVoter()
 	h.ok("b/1", t0.Add(time.Second), 7, 7, nil, 3*time.Second)
 	h.ok("b/1", t0.Add(2*time.Second), 9, 9, nil, 3*time.Second)
 	v := h.view(cfg, "a/1", 10, t0.Add(4*time.Second), within(3*time.Second))
