@@ -59,16 +59,23 @@ func nonVoterHeartbeatEvery(hb, unhealthyAfter time.Duration) time.Duration {
 	return max(time.Millisecond, min(5*hb/2, unhealthyAfter/2))
 }
 
+// nonVoterSilence is the silence a non-voter and its leader allow each
+// other when the leader heartbeats it every every: 2.5 × every (through
+// two missed heartbeats, not three). The non-voter runs raft with it
+// (nonVoterTimeouts), and the leader counts it unhealthy after it
+// (nonVoterUnhealthyAfter).
+func nonVoterSilence(every time.Duration) time.Duration { return 5 * every / 2 }
+
 // nonVoterUnhealthyAfter is how long a non-voter may go without answering
 // the leader before the leader counts it unhealthy, for a group that
 // counts a member unhealthy after unhealthyAfter and heartbeats a
 // non-voter every every: the silence after which the non-voter forgets
-// its leader (2.5 × every, see nonVoterTimeouts), or unhealthyAfter if
-// longer. A non-voter answers the leader only once per heartbeat gap when
-// idle; with the voters' threshold a gap longer than it would make a live
-// non-voter look dead between two heartbeats.
+// its leader, or unhealthyAfter if longer. A non-voter answers the leader
+// only once per heartbeat gap when idle; with the voters' threshold a gap
+// longer than it would make a live non-voter look dead between two
+// heartbeats.
 func nonVoterUnhealthyAfter(unhealthyAfter, every time.Duration) time.Duration {
-	return max(unhealthyAfter, 5*every/2)
+	return max(unhealthyAfter, nonVoterSilence(every))
 }
 
 // unhealthyAfter is how long a member (a non-voter if nonVoter) may go
@@ -82,12 +89,11 @@ func (n *Node) unhealthyAfter(nonVoter bool) time.Duration {
 
 // nonVoterTimeouts are the heartbeat and election timeouts a non-voter
 // runs raft with, for a group whose timeouts are hb and election and whose
-// leader heartbeats a non-voter every every: 2.5 × every (it goes on
-// through two missed heartbeats, not three), never shorter than the
-// group's own. Raft forgets its leader between one and two heartbeat
-// timeouts after the last word.
+// leader heartbeats a non-voter every every: nonVoterSilence, never
+// shorter than the group's own. Raft forgets its leader between one and
+// two heartbeat timeouts after the last word.
 func nonVoterTimeouts(hb, election, every time.Duration) (time.Duration, time.Duration) {
-	t := 5 * every / 2
+	t := nonVoterSilence(every)
 	return max(hb, t), max(election, t)
 }
 
