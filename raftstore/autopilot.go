@@ -455,7 +455,7 @@ func (n *Node) pollHealth(ctx context.Context, cfg raft.Configuration, timeout t
 		mayRest := s.Suffrage == raft.Voter || voters >= n.cfg.Voters
 		quiet := a.Interval
 		if s.Suffrage == raft.Nonvoter {
-			quiet += n.paced.every
+			quiet += n.paced.heartbeatEvery()
 		}
 		if s.ID == n.id || !n.health.pollDue(s.ID, now, a.Interval, quiet, commit, n.paced.stored(s.ID), mayRest) {
 			continue

@@ -32,11 +32,13 @@ import (
 //     verification (linearizable reads) sends its heartbeats at once
 //     whatever the pace.
 //   - a non-voter, which never stands for election and only needs to go on
-//     knowing the leader, is sent at most one heartbeat per
-//     Config.NonvoterHeartbeatInterval (1.25 s at the defaults) by the leader's
-//     transport (pacedTransport) instead of 5 to 10 a second, and
-//     forgets its leader after 2.5 of those (nonVoterTimeouts); an append
-//     it took stands for a heartbeat (the next waits as long after it).
+//     knowing the leader, is sent at most one heartbeat per gap by the
+//     leader's transport (pacedTransport) instead of 5 to 10 a second, and
+//     forgets its leader after 2.5 gaps (nonVoterTimeouts); an append it
+//     took stands for a heartbeat (the next waits as long after it). The
+//     gap is Config.NonvoterHeartbeatInterval when set; by default 1.25 s,
+//     growing with the number of non-voters beyond 50 (heartbeatGap), so
+//     that the leader sends all of them together at most 40 a second.
 //     In a large application most members are non-voters, and their
 //     heartbeats were most of what an idle leader did. Its appends are
 //     batched under a stream of writes (pacedTransport.AppendEntries). A
@@ -58,6 +60,41 @@ import (
 func nonVoterHeartbeatEvery(hb, unhealthyAfter time.Duration) time.Duration {
 	return max(time.Millisecond, min(5*hb/2, unhealthyAfter/2))
 }
+
+// nonVoterHeartbeatShare is, per non-voter in the group, the least
+// default gap between two heartbeats to one (heartbeatGap): beyond 50
+// non-voters the leader sends them all together at most 40 heartbeats a
+// second, however many there are. Each costs the idle leader a wake-up, a
+// send and an answer (~0.3 ms of CPU on a small VM): at 95 non-voters a
+// fixed 1.25 s gap was 76 a second, a third of the idle leader's CPU
+// (BENCHMARKS.md, 2026-12-07). The price is in how late the leader counts
+// a dead non-voter unhealthy (2.5 gaps: 5.9 s at 95 non-voters instead of
+// 3.1 s), which only delays its removal.
+const nonVoterHeartbeatShare = 25 * time.Millisecond
+
+// nonVoterHeartbeatMost is the longest default gap between two
+// heartbeats to one non-voter (reached at 200 non-voters).
+const nonVoterHeartbeatMost = 5 * time.Second
+
+// heartbeatGap is the least time between two heartbeats to one non-voter
+// of a group with nonVoters non-voters, for the configured gap base: base
+// if fixed; otherwise nonVoters × nonVoterHeartbeatShare, at least base
+// and at most nonVoterHeartbeatMost (unless base is longer).
+func heartbeatGap(base time.Duration, fixed bool, nonVoters int) time.Duration {
+	if fixed {
+		return base
+	}
+	return max(base, min(time.Duration(nonVoters)*nonVoterHeartbeatShare, nonVoterHeartbeatMost))
+}
+
+// nonVotersAhead is the number of non-voters a non-voter that counts n in
+// its committed configuration allows the leader's count to be ahead by,
+// when it picks its timeouts: the leader commits a configuration (and
+// lengthens its gap) before its non-voters apply it, up to an append
+// interval later, and a group that forms adds its members in quick
+// succession. A count behind the leader's is the safe side (the leader's
+// gap is then shorter than the non-voter allows for).
+func nonVotersAhead(n int) int { return n + n/4 + 4 }
 
 // nonVoterSilence is the silence a non-voter and its leader allow each
 // other when the leader heartbeats it every every: 2.5 × every (through
@@ -82,7 +119,7 @@ func nonVoterUnhealthyAfter(unhealthyAfter, every time.Duration) time.Duration {
 // without answering before the leader counts it unhealthy.
 func (n *Node) unhealthyAfter(nonVoter bool) time.Duration {
 	if nonVoter {
-		return nonVoterUnhealthyAfter(n.cfg.Autopilot.UnhealthyAfter, n.cfg.NonvoterHeartbeatInterval)
+		return nonVoterUnhealthyAfter(n.cfg.Autopilot.UnhealthyAfter, n.paced.heartbeatEvery())
 	}
 	return n.cfg.Autopilot.UnhealthyAfter
 }
@@ -209,10 +246,14 @@ func (s *suffrages) voter(id raft.ServerID) bool {
 // unchanged.
 type pacedTransport struct {
 	*raft.NetworkTransport
-	every     time.Duration
-	nonVoter  func(raft.ServerID) bool
-	nonVoters func() int      // how many non-voters the group has
-	done      <-chan struct{} // closed when the member stops
+	// every is the least gap between two heartbeats to a non-voter; unless
+	// everyFixed, the gap grows with the number of non-voters (see
+	// heartbeatEvery).
+	every      time.Duration
+	everyFixed bool
+	nonVoter   func(raft.ServerID) bool
+	nonVoters  func() int      // how many non-voters the group has
+	done       <-chan struct{} // closed when the member stops
 	// appendBase is the least interval between two appends to a
 	// non-voter under a stream of writes (0: no batching); see
 	// appendEvery and AppendEntries.
@@ -281,8 +322,8 @@ func (t told) idle(args *raft.AppendEntriesRequest) bool {
 		args.PrevLogEntry == t.prev && args.LeaderCommitIndex <= t.commit
 }
 
-func newPacedTransport(t *raft.NetworkTransport, every, appendBase, idleEvery time.Duration, nonVoter func(raft.ServerID) bool, nonVoters func() int, heard func(term uint64), answered func(raft.ServerID), done <-chan struct{}) *pacedTransport {
-	return &pacedTransport{NetworkTransport: t, every: every, appendBase: appendBase, idleEvery: idleEvery, nonVoter: nonVoter, nonVoters: nonVoters, heard: heard, answered: answered, done: done,
+func newPacedTransport(t *raft.NetworkTransport, every time.Duration, everyFixed bool, appendBase, idleEvery time.Duration, nonVoter func(raft.ServerID) bool, nonVoters func() int, heard func(term uint64), answered func(raft.ServerID), done <-chan struct{}) *pacedTransport {
+	return &pacedTransport{NetworkTransport: t, every: every, everyFixed: everyFixed, appendBase: appendBase, idleEvery: idleEvery, nonVoter: nonVoter, nonVoters: nonVoters, heard: heard, answered: answered, done: done,
 		next: map[raft.ServerID]time.Time{}, sent: map[raft.ServerID]int{}, appends: map[raft.ServerID]*appendPace{}, rpcs: make(chan raft.RPC), news: make(chan struct{}), suffrages: make(chan struct{})}
 }
 
@@ -291,7 +332,26 @@ func newPacedTransport(t *raft.NetworkTransport, every, appendBase, idleEvery ti
 // non-voters, at most the gap between two heartbeats to one (and never
 // more than a second).
 func (t *pacedTransport) appendEvery() time.Duration {
-	return appendInterval(t.appendBase, t.nonVoters(), min(time.Second, t.every))
+	return appendInterval(t.appendBase, t.nonVoters(), min(time.Second, t.heartbeatEvery()))
+}
+
+// heartbeatEvery is the least gap between two heartbeats to a non-voter
+// now: heartbeatGap for the non-voters of the committed configuration.
+func (t *pacedTransport) heartbeatEvery() time.Duration {
+	return heartbeatGap(t.every, t.everyFixed, t.nonVoters())
+}
+
+// heartbeatEveryAllowed is the gap a non-voter allows its leader when it
+// picks its timeouts: heartbeatGap for nonVotersAhead of the non-voters it
+// counts, the leader's count being ahead of its own while configurations
+// are made.
+func (t *pacedTransport) heartbeatEveryAllowed() time.Duration {
+	n := t.nonVoters()
+	if n == 0 {
+		// Not yet in the configuration it applied: count itself.
+		n = 1
+	}
+	return heartbeatGap(t.every, t.everyFixed, nonVotersAhead(n))
 }
 
 // wrote tells the transport that this member wrote its raft log: the idle
@@ -456,7 +516,7 @@ func (t *pacedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddre
 // that gets appends — one per append interval under a stream, and the
 // idle ones — needs no heartbeat between them. t.mu is held.
 func (t *pacedTransport) contactedLocked(id raft.ServerID, now time.Time) {
-	if at := now.Add(t.every); at.After(t.next[id]) {
+	if at := now.Add(t.heartbeatEvery()); at.After(t.next[id]) {
 		t.next[id] = at
 	}
 }
@@ -513,8 +573,9 @@ func (t *pacedTransport) holdUnless(d time.Duration, cut <-chan struct{}) error 
 }
 
 // turn waits until a heartbeat to id may go out and counts it: at once to
-// a voter; to a non-voter once every has passed since the last, or at
-// once when the committed configuration makes it a voter meanwhile.
+// a voter; to a non-voter once the gap (heartbeatEvery) has passed since
+// the last, or at once when the committed configuration makes it a voter
+// meanwhile. A configuration that shortens the gap shortens the wait.
 func (t *pacedTransport) turn(id raft.ServerID) error {
 	t.mu.Lock()
 	t.sent[id]++
@@ -525,11 +586,18 @@ func (t *pacedTransport) turn(id raft.ServerID) error {
 			return nil
 		}
 		now := time.Now()
+		every := t.heartbeatEvery()
 		at := t.next[id]
 		if !at.After(now) {
-			t.next[id] = now.Add(t.every)
+			t.next[id] = now.Add(every)
 			t.mu.Unlock()
 			return nil
+		}
+		if latest := now.Add(every); at.After(latest) {
+			// The group lost non-voters since: the leader counts this one
+			// unhealthy after 2.5 of the shorter gaps now.
+			at = latest
+			t.next[id] = at
 		}
 		changed := t.suffrages
 		t.mu.Unlock()
@@ -619,7 +687,7 @@ func (n *Node) roleTimeouts() (hb, election time.Duration, role string) {
 		hb = leaderHeartbeatTimeout(hb, n.cfg.LeaderLeaseTimeout)
 		return hb, max(hb, election), "leader"
 	case n.suffrage.nonVoter(n.id):
-		hb, election = nonVoterTimeouts(hb, election, n.paced.every)
+		hb, election = nonVoterTimeouts(hb, election, n.paced.heartbeatEveryAllowed())
 		return hb, election, "nonvoter"
 	}
 	if n.raft.Leader() != "" {

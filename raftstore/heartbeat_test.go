@@ -600,7 +600,7 @@ func TestAHeldHeartbeatGoesOutWhenTheMemberBecomesAVoter(t *testing.T) {
 	var voter atomic.Bool
 	done := make(chan struct{})
 	defer close(done)
-	p := newPacedTransport(nil, time.Hour, 0, 0, func(raft.ServerID) bool { return !voter.Load() }, func() int { return 1 }, func(uint64) {}, func(raft.ServerID) {}, done)
+	p := newPacedTransport(nil, time.Hour, true, 0, 0, func(raft.ServerID) bool { return !voter.Load() }, func() int { return 1 }, func(uint64) {}, func(raft.ServerID) {}, done)
 	if err := p.turn("nv"); err != nil {
 		t.Fatalf("first heartbeat: %v", err)
 	}
@@ -638,6 +638,125 @@ func TestAppendIntervalGrowsWithTheNonVoters(t *testing.T) {
 		if got := appendInterval(tc.base, tc.nonVoters, tc.most); got != tc.want {
 			t.Errorf("appendInterval(%s, %d, %s) = %s, want %s", tc.base, tc.nonVoters, tc.most, got, tc.want)
 		}
+	}
+}
+
+// TestHeartbeatGapGrowsWithTheNonVoters: by default the gap between two
+// heartbeats to a non-voter is the configured one up to 50 non-voters and
+// grows by 25 ms for each beyond, up to 5 s (never below the configured
+// one); a gap that was set stays as set.
+func TestHeartbeatGapGrowsWithTheNonVoters(t *testing.T) {
+	const base = 1250 * time.Millisecond
+	for _, tc := range []struct {
+		base      time.Duration
+		fixed     bool
+		nonVoters int
+		want      time.Duration
+	}{
+		{base, false, 0, base},
+		{base, false, 2, base},
+		{base, false, 50, base},
+		{base, false, 60, 1500 * time.Millisecond},
+		{base, false, 95, 2375 * time.Millisecond},
+		{base, false, 200, 5 * time.Second},
+		{base, false, 1000, 5 * time.Second},
+		{8 * time.Second, false, 1000, 8 * time.Second},
+		{base, true, 95, base},
+		{5 * time.Second, true, 2, 5 * time.Second},
+	} {
+		if got := heartbeatGap(tc.base, tc.fixed, tc.nonVoters); got != tc.want {
+			t.Errorf("heartbeatGap(%s, fixed %v, %d) = %s, want %s", tc.base, tc.fixed, tc.nonVoters, got, tc.want)
+		}
+	}
+}
+
+// TestANonVoterAllowsForALeaderThatCountsMore: the leader's gap follows the
+// non-voters of the configuration it committed, which its non-voters apply
+// later; a non-voter picks its timeouts for a count a quarter (and four)
+// above its own, so that it still allows the leader's gap 2.5 times while
+// the leader counts up to that many more. Its gap then follows the count.
+func TestANonVoterAllowsForALeaderThatCountsMore(t *testing.T) {
+	var count atomic.Int64
+	done := make(chan struct{})
+	defer close(done)
+	p := newPacedTransport(nil, 1250*time.Millisecond, false, 0, 0, func(raft.ServerID) bool { return true }, func() int { return int(count.Load()) }, func(uint64) {}, func(raft.ServerID) {}, done)
+	for n := 1; n <= 300; n++ {
+		count.Store(int64(n))
+		allowed := p.heartbeatEveryAllowed()
+		if got := p.heartbeatEvery(); allowed < got {
+			t.Fatalf("%d non-voters: the non-voter allows a gap of %s, its own count gives %s", n, allowed, got)
+		}
+		for ahead := 0; ahead <= n/4+4; ahead++ {
+			if leader := heartbeatGap(p.every, false, n+ahead); nonVoterSilence(allowed) < 5*leader/2 {
+				t.Fatalf("%d non-voters, the leader counting %d more: the non-voter forgets its leader after %s of silence, the leader's gap is %s", n, ahead, nonVoterSilence(allowed), leader)
+			}
+		}
+	}
+	count.Store(95)
+	hb, _ := nonVoterTimeouts(500*time.Millisecond, 500*time.Millisecond, p.heartbeatEveryAllowed())
+	if want := nonVoterSilence(heartbeatGap(p.every, false, 95+95/4+4)); hb != want {
+		t.Fatalf("heartbeat timeout of a non-voter of 95: %s, want %s", hb, want)
+	}
+}
+
+// TestTheNextHeartbeatWaitsTheGrownGap: a heartbeat to a non-voter puts the
+// next one the gap for the group's non-voters later — the configured gap
+// in a small group, a longer one in a large group, the configured one
+// again when it was set.
+func TestTheNextHeartbeatWaitsTheGrownGap(t *testing.T) {
+	const base = 50 * time.Millisecond
+	for _, tc := range []struct {
+		fixed     bool
+		nonVoters int
+		want      time.Duration
+	}{
+		{false, 1, base},
+		{false, 120, 3 * time.Second},
+		{true, 120, base},
+	} {
+		done := make(chan struct{})
+		p := newPacedTransport(nil, base, tc.fixed, 0, 0, func(raft.ServerID) bool { return true }, func() int { return tc.nonVoters }, func(uint64) {}, func(raft.ServerID) {}, done)
+		before := time.Now()
+		if err := p.turn("nv"); err != nil {
+			t.Fatal(err)
+		}
+		after := time.Now()
+		p.mu.Lock()
+		next := p.next["nv"]
+		p.mu.Unlock()
+		close(done)
+		if next.Before(before.Add(tc.want)) || next.After(after.Add(tc.want)) {
+			t.Errorf("fixed %v, %d non-voters: next heartbeat %s after the turn, want %s", tc.fixed, tc.nonVoters, next.Sub(before), tc.want)
+		}
+	}
+
+	// A configuration that leaves fewer non-voters shortens the wait of a
+	// heartbeat held for the longer gap.
+	var count atomic.Int64
+	count.Store(120)
+	done := make(chan struct{})
+	defer close(done)
+	p := newPacedTransport(nil, base, false, 0, 0, func(raft.ServerID) bool { return true }, func() int { return int(count.Load()) }, func(uint64) {}, func(raft.ServerID) {}, done)
+	if err := p.turn("nv"); err != nil {
+		t.Fatal(err)
+	}
+	turned := make(chan error, 1)
+	go func() { turned <- p.turn("nv") }()
+	eventually(t, 5*time.Second, "the second heartbeat held", func() error {
+		if p.heartbeatsSent("nv") != 2 {
+			return errors.New("not yet asked for")
+		}
+		return nil
+	})
+	count.Store(1)
+	p.suffragesChanged()
+	select {
+	case err := <-turned:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the held heartbeat still waits for the gap of 120 non-voters (3s) after the group shrank to one")
 	}
 }
 
@@ -707,7 +826,7 @@ func TestAHeldAppendReturnsWhenTheMemberBecomesAVoter(t *testing.T) {
 	var voter atomic.Bool
 	done := make(chan struct{})
 	defer close(done)
-	p := newPacedTransport(serve("127.0.0.1:0"), time.Hour, time.Hour, 0, func(raft.ServerID) bool { return !voter.Load() }, func() int { return 1 }, func(uint64) {}, func(raft.ServerID) {}, done)
+	p := newPacedTransport(serve("127.0.0.1:0"), time.Hour, true, time.Hour, 0, func(raft.ServerID) bool { return !voter.Load() }, func() int { return 1 }, func(uint64) {}, func(raft.ServerID) {}, done)
 	// Under a stream: the burst began long ago and the last append
 	// returned just now.
 	p.appends["nv"] = &appendPace{burst: time.Now().Add(-24 * time.Hour), last: time.Now()}

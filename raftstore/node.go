@@ -80,12 +80,17 @@ type Config struct {
 	// spell goes out at once. See pacedTransport.AppendEntries.
 	NonvoterAppendInterval time.Duration
 	// NonvoterHeartbeatInterval is the least time between two heartbeats
-	// the leader sends one non-voter (default 2.5 × HeartbeatTimeout, but
-	// at most half of Autopilot.UnhealthyAfter: 1.25s). A non-voter
-	// forgets its leader after 2.5 of these without a word, and the leader
-	// counts it unhealthy after as long (or Autopilot.UnhealthyAfter, if
-	// longer). See nonVoterHeartbeatEvery.
+	// the leader sends one non-voter. A non-voter forgets its leader after
+	// 2.5 of these without a word, and the leader counts it unhealthy after
+	// as long (or Autopilot.UnhealthyAfter, if longer). Unset (0), it is
+	// 2.5 × HeartbeatTimeout, but at most half of Autopilot.UnhealthyAfter
+	// (1.25s), and grows with the number of non-voters beyond 50 (25ms
+	// each, up to 5s); set, it is fixed. See nonVoterHeartbeatEvery and
+	// heartbeatGap.
 	NonvoterHeartbeatInterval time.Duration
+	// nonvoterHeartbeatFixed records that NonvoterHeartbeatInterval was
+	// set, not defaulted (setDefaults).
+	nonvoterHeartbeatFixed bool
 	// Snapshotting (defaults: threshold 2048 entries, 2048 trailing logs,
 	// checked every 2 seconds). The log is only cut after a snapshot; raft
 	// takes one at its check once the threshold is reached, and the member
@@ -213,6 +218,9 @@ func (c *Config) setDefaults() error {
 	def(&a.DeadNonvoterAfter, 15*time.Minute)
 	if c.NonvoterHeartbeatInterval < 0 {
 		return fmt.Errorf("the non-voter heartbeat interval (%s) must not be negative", c.NonvoterHeartbeatInterval)
+	}
+	if c.NonvoterHeartbeatInterval > 0 {
+		c.nonvoterHeartbeatFixed = true
 	}
 	def(&c.NonvoterHeartbeatInterval, nonVoterHeartbeatEvery(c.HeartbeatTimeout, a.UnhealthyAfter))
 	if a.MaxLag == 0 {
@@ -482,7 +490,7 @@ func Open(cfg Config) (*Node, error) {
 	n.silenceBound.base = cfg.HeartbeatTimeout
 	n.silenceGiven.Store(int64(cfg.HeartbeatTimeout))
 	n.leaderCommitDue = time.NewTimer(cfg.Autopilot.Interval)
-	n.paced = newPacedTransport(n.trans, cfg.NonvoterHeartbeatInterval, max(0, cfg.NonvoterAppendInterval), idleAppendHold*cfg.CommitTimeout, n.suffrage.nonVoter, n.suffrage.nonVoters, n.leaderWord,
+	n.paced = newPacedTransport(n.trans, cfg.NonvoterHeartbeatInterval, cfg.nonvoterHeartbeatFixed, max(0, cfg.NonvoterAppendInterval), idleAppendHold*cfg.CommitTimeout, n.suffrage.nonVoter, n.suffrage.nonVoters, n.leaderWord,
 		func(id raft.ServerID) { n.health.answered(id, n.cfg.Now(), n.unhealthyAfter(n.suffrage.nonVoter(id))) }, n.ctx.Done())
 	n.paced.afterAppend = cfg.afterAppend
 	n.paced.installs = &n.installs
