@@ -508,7 +508,7 @@ func Open(cfg Config) (*Node, error) {
 	n.log.Info("raft started", "address", cfg.Advertise, "existing_state", hasState, "fresh_data_dir", dir.Fresh)
 
 	n.peers = newPeerClients(cfg.Dial)
-	n.grpc = grpc.NewServer(append(peerWindowServe, grpc.MaxRecvMsgSize(maxPeerMessage), grpc.MaxSendMsgSize(maxPeerMessage))...)
+	n.grpc = grpc.NewServer(append(peerWindowServe, grpc.MaxRecvMsgSize(maxPeerMessage), grpc.MaxSendMsgSize(maxPeerMessage), grpc.NumStreamWorkers(peerStreamWorkers))...)
 	peerpb.RegisterPeerServer(n.grpc, &peerServer{n: n})
 	obs := make(chan raft.Observation, 64)
 	n.observer = raft.NewObserver(obs, false, func(o *raft.Observation) bool {

@@ -676,3 +676,15 @@ func (n *Node) leftRecently(id raft.ServerID, cfg raft.Configuration) (time.Dura
 	ago := n.cfg.Now().Sub(at)
 	return ago, ago < leftHold
 }
+
+// peerStreamWorkers is how many long-lived goroutines serve the peer API's
+// calls (a call that finds none free gets a goroutine of its own, as
+// without them). Every member answers Info probes and health polls from
+// many others; a goroutine started for each call grew its stack afresh
+// each time (copied frame by frame). How often depends on the runtime's
+// initial stack size, which follows the average stack in use, so it
+// changed from one build to the next: an idle non-voter of 100 members
+// used 0.30 % of a core on one build and 0.45–0.50 % on the next, which
+// changed nothing it runs; with workers, 0.34–0.38 % on both
+// (BENCHMARKS.md, 2026-12-07, night).
+const peerStreamWorkers = 4
