@@ -84,7 +84,15 @@ func heartbeatGap(base time.Duration, fixed bool, nonVoters int) time.Duration {
 	if fixed {
 		return base
 	}
-	return max(base, min(time.Duration(nonVoters)*nonVoterHeartbeatShare, nonVoterHeartbeatMost))
+	return perNonVoter(base, nonVoters, nonVoterHeartbeatShare, nonVoterHeartbeatMost)
+}
+
+// perNonVoter is nonVoters × share, at least base, and at most most
+// unless base is longer: an interval that grows with the non-voters so
+// that what they are sent together stays bounded (heartbeatGap,
+// appendInterval).
+func perNonVoter(base time.Duration, nonVoters int, share, most time.Duration) time.Duration {
+	return max(base, min(time.Duration(nonVoters)*share, most))
 }
 
 // nonVotersAhead is the number of non-voters a non-voter that counts n in
@@ -154,7 +162,7 @@ func appendInterval(base time.Duration, nonVoters int, most time.Duration) time.
 	if base <= 0 {
 		return 0
 	}
-	return max(base, min(time.Duration(nonVoters)*nonVoterAppendShare, most))
+	return perNonVoter(base, nonVoters, nonVoterAppendShare, most)
 }
 
 // appendSlot is when the held return of an append to id that started at
@@ -346,12 +354,7 @@ func (t *pacedTransport) heartbeatEvery() time.Duration {
 // counts, the leader's count being ahead of its own while configurations
 // are made.
 func (t *pacedTransport) heartbeatEveryAllowed() time.Duration {
-	n := t.nonVoters()
-	if n == 0 {
-		// Not yet in the configuration it applied: count itself.
-		n = 1
-	}
-	return heartbeatGap(t.every, t.everyFixed, nonVotersAhead(n))
+	return heartbeatGap(t.every, t.everyFixed, nonVotersAhead(t.nonVoters()))
 }
 
 // wrote tells the transport that this member wrote its raft log: the idle

@@ -641,6 +641,13 @@ func TestAppendIntervalGrowsWithTheNonVoters(t *testing.T) {
 	}
 }
 
+// nonVoterPacer is a pacedTransport without a network that takes every
+// member for a non-voter, with count non-voters in the group and a least
+// heartbeat gap every (fixed, or growing with count).
+func nonVoterPacer(every time.Duration, fixed bool, count func() int, done <-chan struct{}) *pacedTransport {
+	return newPacedTransport(nil, every, fixed, 0, 0, func(raft.ServerID) bool { return true }, count, func(uint64) {}, func(raft.ServerID) {}, done)
+}
+
 // TestHeartbeatGapGrowsWithTheNonVoters: by default the gap between two
 // heartbeats to a non-voter is the configured one up to 50 non-voters and
 // grows by 25 ms for each beyond, up to 5 s (never below the configured
@@ -679,7 +686,7 @@ func TestANonVoterAllowsForALeaderThatCountsMore(t *testing.T) {
 	var count atomic.Int64
 	done := make(chan struct{})
 	defer close(done)
-	p := newPacedTransport(nil, 1250*time.Millisecond, false, 0, 0, func(raft.ServerID) bool { return true }, func() int { return int(count.Load()) }, func(uint64) {}, func(raft.ServerID) {}, done)
+	p := nonVoterPacer(1250*time.Millisecond, false, func() int { return int(count.Load()) }, done)
 	for n := 1; n <= 300; n++ {
 		count.Store(int64(n))
 		allowed := p.heartbeatEveryAllowed()
@@ -715,7 +722,7 @@ func TestTheNextHeartbeatWaitsTheGrownGap(t *testing.T) {
 		{true, 120, base},
 	} {
 		done := make(chan struct{})
-		p := newPacedTransport(nil, base, tc.fixed, 0, 0, func(raft.ServerID) bool { return true }, func() int { return tc.nonVoters }, func(uint64) {}, func(raft.ServerID) {}, done)
+		p := nonVoterPacer(base, tc.fixed, func() int { return tc.nonVoters }, done)
 		before := time.Now()
 		if err := p.turn("nv"); err != nil {
 			t.Fatal(err)
@@ -736,7 +743,7 @@ func TestTheNextHeartbeatWaitsTheGrownGap(t *testing.T) {
 	count.Store(120)
 	done := make(chan struct{})
 	defer close(done)
-	p := newPacedTransport(nil, base, false, 0, 0, func(raft.ServerID) bool { return true }, func() int { return int(count.Load()) }, func(uint64) {}, func(raft.ServerID) {}, done)
+	p := nonVoterPacer(base, false, func() int { return int(count.Load()) }, done)
 	if err := p.turn("nv"); err != nil {
 		t.Fatal(err)
 	}
