@@ -487,9 +487,12 @@ func TestReadsWhileAppending(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for !stop.Load() {
-				last, _ := s.LastIndex()
+				// First before last: the front only moves forward and
+				// the end only grows here, so last >= first unless the
+				// window was read empty.
 				first, _ := s.FirstIndex()
-				if last == 0 {
+				last, _ := s.LastIndex()
+				if last == 0 || last < first {
 					continue
 				}
 				i := first + rand.Uint64N(last-first+1)
