@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -76,4 +78,44 @@ func TestAHookRunsAtALowerPriorityThanTheAgent(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestTheMainThreadIsNeverTheNicedOne: a goroutine on the main thread
+// (which the runtime cannot end, so it would stay at the hook's nice
+// value) hands the start of a hook to another thread and leaves its own
+// value as it was. The test makes the first thread other than the main one
+// that asks a main one too.
+func TestTheMainThreadIsNeverTheNicedOne(t *testing.T) {
+	var mainTid atomic.Int64
+	real := isMainThread
+	isMainThread = func() bool { return real() || mainTid.CompareAndSwap(0, int64(syscall.Gettid())) }
+	t.Cleanup(func() { isMainThread = real })
+	mine := processNices(t)["/proc/self/task/"+strconv.Itoa(os.Getpid())+"/stat"]
+	dir := t.TempDir()
+	out := filepath.Join(dir, "stat")
+	res := LocalRunner{Nice: DefaultHookNice}.Run(context.Background(), HookRun{ContextID: "nice", Hook: "install", Dir: dir,
+		Command: "cat /proc/self/stat > " + out, Env: map[string]string{}})
+	if res.Err != nil || res.ExitCode != 0 {
+		t.Fatalf("the hook failed: %v, exit %d", res.Err, res.ExitCode)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := niceOf(t, string(b)), min(19, mine+DefaultHookNice); got != want {
+		t.Errorf("the hook's child ran at nice %d, want %d", got, want)
+	}
+	tid := mainTid.Load()
+	if tid == 0 {
+		t.Fatal("no thread was asked whether it is the main one")
+	}
+	// The "main" thread went back to the runtime's pool: it still runs,
+	// at the value it had.
+	b, err = os.ReadFile(fmt.Sprintf("/proc/self/task/%d/stat", tid))
+	if err != nil {
+		t.Fatalf("the thread taken for the main one has ended: %v", err)
+	}
+	if got := niceOf(t, string(b)); got != mine {
+		t.Errorf("the thread taken for the main one runs at nice %d, want %d", got, mine)
+	}
 }

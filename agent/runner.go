@@ -188,7 +188,8 @@ func (r LocalRunner) Run(ctx context.Context, h HookRun) HookResult {
 	} else {
 		out = capture.reader
 	}
-	if err := startNiced(cmd, r.Nice); err != nil {
+	started, err := startNiced(cmd, r.Nice)
+	if err != nil {
 		closeCapture()
 		return HookResult{Err: fmt.Errorf("starting %s: %w", path, err)}
 	}
@@ -239,6 +240,7 @@ func (r LocalRunner) Run(ctx context.Context, h HookRun) HookResult {
 		err = cmd.Wait()
 		stopTimer()
 	}
+	started() // the hook has been waited for
 	close(done)
 	res := capture.result()
 	res.OutputTail = tail.bytes()
