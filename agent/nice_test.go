@@ -119,3 +119,57 @@ func TestTheMainThreadIsNeverTheNicedOne(t *testing.T) {
 		t.Errorf("the thread taken for the main one runs at nice %d, want %d", got, mine)
 	}
 }
+
+// TestHooksStartedTogetherAllRunNiced: hooks started at the same moment
+// (actions and exec'd commands run beside a unit's hook) each start at
+// the raised value, a child each starts at once too, and afterwards the
+// agent has no thread at a raised value and no more threads than the
+// runtime keeps.
+func TestHooksStartedTogetherAllRunNiced(t *testing.T) {
+	mine := processNices(t)["/proc/self/task/"+strconv.Itoa(os.Getpid())+"/stat"]
+	want := min(19, mine+DefaultHookNice)
+	const hooks = 16
+	threadsBefore := len(processNices(t))
+	dir := t.TempDir()
+	errs := make(chan error, hooks)
+	for i := range hooks {
+		go func() {
+			out := filepath.Join(dir, fmt.Sprintf("stat-%d", i))
+			res := LocalRunner{Nice: DefaultHookNice}.Run(context.Background(), HookRun{ContextID: "nice", Hook: "install", Dir: dir,
+				Command: "cat /proc/self/stat > " + out, Env: map[string]string{}})
+			if res.Err != nil || res.ExitCode != 0 {
+				errs <- fmt.Errorf("hook %d failed: %v, exit %d", i, res.Err, res.ExitCode)
+				return
+			}
+			b, err := os.ReadFile(out)
+			if err != nil {
+				errs <- err
+				return
+			}
+			if got := niceOf(t, string(b)); got != want {
+				errs <- fmt.Errorf("hook %d: its child ran at nice %d, want %d", i, got, want)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range hooks {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	wait.Until(t, 5*time.Second, "every thread of the agent at its own nice value, none left over", func() error {
+		nices := processNices(t)
+		for p, n := range nices {
+			if n != mine {
+				return fmt.Errorf("%s runs at nice %d", p, n)
+			}
+		}
+		// The threads that started hooks end with them; the runtime may
+		// have started a few of its own meanwhile, not one a hook.
+		if len(nices) >= threadsBefore+hooks {
+			return fmt.Errorf("%d threads, %d before %d hooks", len(nices), threadsBefore, hooks)
+		}
+		return nil
+	})
+}
