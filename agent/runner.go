@@ -188,7 +188,7 @@ func (r LocalRunner) Run(ctx context.Context, h HookRun) HookResult {
 	} else {
 		out = capture.reader
 	}
-	started, err := startNiced(cmd, r.Nice)
+	release, err := startNiced(cmd, r.Nice)
 	if err != nil {
 		closeCapture()
 		return HookResult{Err: fmt.Errorf("starting %s: %w", path, err)}
@@ -240,7 +240,7 @@ func (r LocalRunner) Run(ctx context.Context, h HookRun) HookResult {
 		err = cmd.Wait()
 		stopTimer()
 	}
-	started() // the hook has been waited for
+	release() // the hook has been waited for: the thread that started it may end
 	close(done)
 	res := capture.result()
 	res.OutputTail = tail.bytes()
