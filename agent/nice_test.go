@@ -46,27 +46,41 @@ func processNices(t *testing.T) map[string]int {
 	return out
 }
 
+// mainNice returns the nice value of this process's main thread.
+func mainNice(t *testing.T) int {
+	t.Helper()
+	return processNices(t)["/proc/self/task/"+strconv.Itoa(os.Getpid())+"/stat"]
+}
+
+// childStat runs a hook with LocalRunner{Nice: nice} in dir whose child
+// (cat) writes its own /proc/self/stat to dir/name, and returns what it
+// wrote. It calls nothing on a testing.T, so tests may run it from any
+// goroutine.
+func childStat(nice int, dir, name string) (string, error) {
+	out := filepath.Join(dir, name)
+	res := LocalRunner{Nice: nice}.Run(context.Background(), HookRun{ContextID: "nice", Hook: "install", Dir: dir,
+		Command: "cat /proc/self/stat > " + out, Env: map[string]string{}})
+	if res.Err != nil || res.ExitCode != 0 {
+		return "", fmt.Errorf("the hook failed: %v, exit %d", res.Err, res.ExitCode)
+	}
+	b, err := os.ReadFile(out)
+	return string(b), err
+}
+
 // TestAHookRunsAtALowerPriorityThanTheAgent: a hook (and what it starts)
 // runs with the agent's nice value plus LocalRunner.Nice, capped at 19,
 // and every thread of the agent keeps its own.
 func TestAHookRunsAtALowerPriorityThanTheAgent(t *testing.T) {
 	before := processNices(t)
-	mine := before["/proc/self/task/"+strconv.Itoa(os.Getpid())+"/stat"]
+	mine := mainNice(t)
 	for _, tc := range []struct {
 		nice, want int
 	}{{0, mine}, {DefaultHookNice, min(19, mine+DefaultHookNice)}, {19, 19}} {
-		dir := t.TempDir()
-		out := filepath.Join(dir, "stat")
-		res := LocalRunner{Nice: tc.nice}.Run(context.Background(), HookRun{ContextID: "nice", Hook: "install", Dir: dir,
-			Command: "cat /proc/self/stat > " + out, Env: map[string]string{}})
-		if res.Err != nil || res.ExitCode != 0 {
-			t.Fatalf("Nice %d: the hook failed: %v, exit %d", tc.nice, res.Err, res.ExitCode)
-		}
-		b, err := os.ReadFile(out)
+		stat, err := childStat(tc.nice, t.TempDir(), "stat")
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("Nice %d: %v", tc.nice, err)
 		}
-		if got := niceOf(t, string(b)); got != tc.want {
+		if got := niceOf(t, stat); got != tc.want {
 			t.Errorf("Nice %d: the hook's child ran at nice %d, want %d", tc.nice, got, tc.want)
 		}
 	}
@@ -90,19 +104,12 @@ func TestTheMainThreadIsNeverTheNicedOne(t *testing.T) {
 	real := isMainThread
 	isMainThread = func() bool { return real() || mainTid.CompareAndSwap(0, int64(syscall.Gettid())) }
 	t.Cleanup(func() { isMainThread = real })
-	mine := processNices(t)["/proc/self/task/"+strconv.Itoa(os.Getpid())+"/stat"]
-	dir := t.TempDir()
-	out := filepath.Join(dir, "stat")
-	res := LocalRunner{Nice: DefaultHookNice}.Run(context.Background(), HookRun{ContextID: "nice", Hook: "install", Dir: dir,
-		Command: "cat /proc/self/stat > " + out, Env: map[string]string{}})
-	if res.Err != nil || res.ExitCode != 0 {
-		t.Fatalf("the hook failed: %v, exit %d", res.Err, res.ExitCode)
-	}
-	b, err := os.ReadFile(out)
+	mine := mainNice(t)
+	stat, err := childStat(DefaultHookNice, t.TempDir(), "stat")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := niceOf(t, string(b)), min(19, mine+DefaultHookNice); got != want {
+	if got, want := niceOf(t, stat), min(19, mine+DefaultHookNice); got != want {
 		t.Errorf("the hook's child ran at nice %d, want %d", got, want)
 	}
 	tid := mainTid.Load()
@@ -111,7 +118,7 @@ func TestTheMainThreadIsNeverTheNicedOne(t *testing.T) {
 	}
 	// The "main" thread went back to the runtime's pool: it still runs,
 	// at the value it had.
-	b, err = os.ReadFile(fmt.Sprintf("/proc/self/task/%d/stat", tid))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/stat", tid))
 	if err != nil {
 		t.Fatalf("the thread taken for the main one has ended: %v", err)
 	}
@@ -126,36 +133,29 @@ func TestTheMainThreadIsNeverTheNicedOne(t *testing.T) {
 // agent has no thread at a raised value and no more threads than the
 // runtime keeps.
 func TestHooksStartedTogetherAllRunNiced(t *testing.T) {
-	mine := processNices(t)["/proc/self/task/"+strconv.Itoa(os.Getpid())+"/stat"]
+	mine := mainNice(t)
 	want := min(19, mine+DefaultHookNice)
 	const hooks = 16
 	threadsBefore := len(processNices(t))
 	dir := t.TempDir()
-	errs := make(chan error, hooks)
+	type result struct {
+		i    int
+		stat string
+		err  error
+	}
+	results := make(chan result, hooks)
 	for i := range hooks {
 		go func() {
-			out := filepath.Join(dir, fmt.Sprintf("stat-%d", i))
-			res := LocalRunner{Nice: DefaultHookNice}.Run(context.Background(), HookRun{ContextID: "nice", Hook: "install", Dir: dir,
-				Command: "cat /proc/self/stat > " + out, Env: map[string]string{}})
-			if res.Err != nil || res.ExitCode != 0 {
-				errs <- fmt.Errorf("hook %d failed: %v, exit %d", i, res.Err, res.ExitCode)
-				return
-			}
-			b, err := os.ReadFile(out)
-			if err != nil {
-				errs <- err
-				return
-			}
-			if got := niceOf(t, string(b)); got != want {
-				errs <- fmt.Errorf("hook %d: its child ran at nice %d, want %d", i, got, want)
-				return
-			}
-			errs <- nil
+			stat, err := childStat(DefaultHookNice, dir, fmt.Sprintf("stat-%d", i))
+			results <- result{i, stat, err}
 		}()
 	}
 	for range hooks {
-		if err := <-errs; err != nil {
-			t.Error(err)
+		r := <-results
+		if r.err != nil {
+			t.Errorf("hook %d: %v", r.i, r.err)
+		} else if got := niceOf(t, r.stat); got != want {
+			t.Errorf("hook %d: its child ran at nice %d, want %d", r.i, got, want)
 		}
 	}
 	wait.Until(t, 5*time.Second, "every thread of the agent at its own nice value, none left over", func() error {
